@@ -1,1 +1,89 @@
-fn main() {}
+//! apijet: an APIJSON server. See README.md.
+
+mod app;
+mod config;
+mod demo;
+mod http;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "apijet",
+    version,
+    about = "An APIJSON server over SQLite, PostgreSQL and MySQL/MariaDB"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the APIJSON API (default database: sqlite://apijet.db, created with demo data).
+    Serve {
+        /// sqlite://PATH, postgres://USER[:PASS]@HOST[:PORT]/DB or mysql://USER[:PASS]@HOST[:PORT]/DB
+        #[arg(long)]
+        db: Option<String>,
+        /// HOST:PORT to listen on (default 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<String>,
+        /// A TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Debug mode: @explain, system tables and database error details.
+        #[arg(long)]
+        debug: bool,
+    },
+    /// (Re)create the demo tables and rows in a database (drops the demo tables first).
+    Demo {
+        /// The database URL.
+        #[arg(long)]
+        db: String,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("APIJET_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("apijet: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve {
+                db,
+                listen,
+                config,
+                debug,
+            } => {
+                let flags = config::Partial::flags(db, listen, debug);
+                let cfg = config::Config::load(config.as_deref(), flags)?;
+                http::serve(cfg).await
+            }
+            Command::Demo { db } => app::load_demo(&db).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("apijet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

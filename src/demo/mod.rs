@@ -1,9 +1,72 @@
-//! The demo dataset of our own that `apijet serve` creates when the default SQLite file is absent.
-//! (Stub: filled in by the demo-dataset work.)
+//! The demo dataset of our own: what `apijet serve` loads into a fresh `sqlite://apijet.db`,
+//! and what the integration tests load into PostgreSQL and MariaDB/MySQL (`apijet demo`).
+//!
+//! It has the table shapes of the APIJSON demo database, so APIJSON clients and docs work
+//! unchanged, but its own rows:
+//!
+//! | table             | API name  | rows | what                                         |
+//! |-------------------|-----------|------|----------------------------------------------|
+//! | `apijson_user`    | `User`    | 30   | public profiles, ids 82001–82026 and 4 more |
+//! | `apijson_privacy` | `Privacy` | 30   | phone, email, balance, passwords             |
+//! | `Moment`          | `Moment`  | 100  | posts, ids 1001–1100                         |
+//! | `Comment`         | `Comment` | 300  | comments and replies, ids 5001–5300          |
+//! | `Access`          |           | 7    | role policy per table and method             |
+//! | `Request`         |           | 16   | allowed shapes of private requests           |
+//! | `Function`        |           | 6    | callable remote functions                    |
+//!
+//! Demo logins: phone `130000` + user id (e.g. `13000082001`), password `123456` for all.
+//!
+//! The statements are generated, not stored, so each engine gets its own quoting and types
+//! from one description; a fixed-seed PRNG makes the rows identical everywhere.
+
+mod people;
+mod rng;
+mod schema;
+mod social;
+mod sql;
+mod system;
+#[cfg(test)]
+mod tests;
 
 use apijet_core::Engine;
 
-/// The statements that (re)create the demo tables and rows on `engine`, in order.
-pub fn demo_statements(_engine: Engine) -> Vec<String> {
-    Vec::new()
+use self::rng::Rng;
+use self::schema::{Table, ACCESS, COMMENT, FUNCTION, MOMENT, PRIVACY, REQUEST, TABLES, USER};
+
+/// The PRNG seed. Changing it changes every generated row (and the tests' expectations).
+const SEED: u64 = 0x00A9_1E70_DE30_2024;
+
+/// The statements that (re)create the demo tables and rows on `engine`, in order:
+/// first DROP TABLE IF EXISTS for every demo table, then CREATE TABLE, then INSERTs.
+///
+/// Each element is a single statement without a trailing semicolon, because the PostgreSQL
+/// and MySQL drivers run one statement per call. Values are inlined literals: this is our own
+/// constant data, never client input.
+pub fn demo_statements(engine: Engine) -> Vec<String> {
+    let data = dataset();
+    let mut out: Vec<String> = TABLES.iter().rev().map(|t| t.drop(engine)).collect();
+    out.extend(TABLES.iter().map(|t| t.create(engine)));
+    for (table, rows) in &data {
+        out.extend(sql::inserts(engine, table.name, &table.col_names(), rows));
+    }
+    out
+}
+
+/// Every table with its rows. Generation order is fixed (the PRNG is shared), so the rows do
+/// not depend on the engine.
+fn dataset() -> Vec<(Table, Vec<Vec<sql::Lit>>)> {
+    let mut rng = Rng::new(SEED);
+    let users = people::user_rows(&mut rng);
+    let privacy = people::privacy_rows(&mut rng);
+    let moments = social::moments(&mut rng);
+    let comments = social::comment_rows(&mut rng, &moments);
+    vec![
+        (USER, users),
+        (PRIVACY, privacy),
+        (MOMENT, moments.into_iter().map(|m| m.row).collect()),
+        (COMMENT, comments),
+        (ACCESS, system::access_rows()),
+        (REQUEST, system::request_rows()),
+        (FUNCTION, system::function_rows()),
+    ]
 }

@@ -107,7 +107,8 @@ pub enum Role {
 
 impl Role {
     /// All role names, in the order the reference lists them in its error message.
-    pub const NAMES: [&'static str; 6] = ["UNKNOWN", "LOGIN", "CONTACT", "CIRCLE", "OWNER", "ADMIN"];
+    pub const NAMES: [&'static str; 6] =
+        ["UNKNOWN", "LOGIN", "CONTACT", "CIRCLE", "OWNER", "ADMIN"];
 
     /// Parses an upper-case role name.
     pub fn parse(name: &str) -> Option<Role> {

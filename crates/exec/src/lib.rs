@@ -1,1 +1,69 @@
-//! placeholder
+//! apijet-exec: runs planned statements on a backend and assembles the read results.
+//!
+//! The backends ([`Backend`]) hide the three drivers behind one `fetch(statement, sink)`; the
+//! [`read`] module walks a request tree the way the reference does (request order, references
+//! to earlier results, the first-child rule) and asks `plan` and `sql` for each statement.
+
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod cell;
+mod functions;
+mod introspect;
+pub mod read;
+pub mod sink;
+
+pub use backend::{Backend, DbUrl};
+pub use introspect::{kind_of, load_schema};
+
+use apijet_plan::PlanError;
+
+/// Neutral classes of database errors (the driver's own code stays in the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbErrorKind {
+    /// A value the column cannot take (bad number, bad date, bad JSON).
+    BadValue,
+    /// Unique constraint.
+    Unique,
+    /// Other constraints (not null, foreign key, check).
+    Constraint,
+    /// Statement timeout or lock wait.
+    Timeout,
+    /// The statement does not fit the schema (should not happen: the planner checks names).
+    Syntax,
+    /// The connection broke.
+    Connection,
+    /// Anything else.
+    Other,
+}
+
+/// Why running a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// Planning failed.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The database cannot be reached.
+    #[error("cannot connect to the database: {0}")]
+    Connect(String),
+    /// The database refused a statement.
+    #[error("{message}")]
+    Db {
+        /// Class of the error.
+        kind: DbErrorKind,
+        /// The driver's message.
+        message: String,
+    },
+    /// The client went away while rows were being sent.
+    #[error("the client closed the connection")]
+    ClientGone,
+    /// A remote function that is not registered.
+    #[error("remote function {0} is not allowed")]
+    FunctionNotAllowed(String),
+    /// A request shape that is not valid at execution time.
+    #[error("{0}")]
+    Invalid(String),
+    /// A construct refused at execution time.
+    #[error("{0}")]
+    Forbidden(String),
+}

@@ -1,1 +1,128 @@
-//! placeholder
+//! apijet-plan: a request tree resolved against the schema cache and the visitor's roles.
+//!
+//! This is the only stage where client strings become identifiers, and only through the schema
+//! cache. Its output ([`query::Select`]) describes each statement without any SQL text; the
+//! `sql` stage renders it for one dialect. Objects whose conditions refer to other objects'
+//! results are planned once ([`TablePlan`]) and completed per execution ([`TablePlan::select`]).
+
+#![deny(missing_docs)]
+
+mod access;
+pub mod array;
+mod combine;
+mod condition;
+mod expr;
+pub mod query;
+pub mod schema;
+mod select_list;
+mod table;
+
+pub use access::owner_column;
+pub use combine::Combine;
+pub use table::{plan_subquery, CondSpec, Operand, TablePlan};
+
+use apijet_core::{Method, Role};
+use schema::SchemaCache;
+
+/// Limits and switches from the configuration.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Debug mode: `@explain`, system tables and debug rows are available.
+    pub debug: bool,
+    /// Largest `count` of an array.
+    pub max_count: u64,
+    /// Largest `page` of an array.
+    pub max_page: u64,
+    /// Deepest nesting of objects.
+    pub max_depth: usize,
+    /// Most table objects in one container.
+    pub max_objects: usize,
+    /// Most arrays in one container.
+    pub max_arrays: usize,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            debug: false,
+            max_count: 100,
+            max_page: 100,
+            max_depth: 5,
+            max_objects: 5,
+            max_arrays: 5,
+        }
+    }
+}
+
+/// The logged-in visitor.
+#[derive(Debug, Clone)]
+pub struct Visitor {
+    /// User id.
+    pub id: i64,
+    /// The ids of the visitor's contacts.
+    pub contacts: Vec<i64>,
+}
+
+/// Everything planning one object needs to know about its request.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// Limits and switches.
+    pub options: &'a PlanOptions,
+    /// The object's method.
+    pub method: Method,
+    /// The visitor, if logged in.
+    pub visitor: Option<&'a Visitor>,
+    /// The root `@role`.
+    pub global_role: Option<&'a serde_json::Value>,
+    /// The root `@explain`.
+    pub global_explain: bool,
+    /// Named subqueries defined so far (`"sql@": {…}`), usable as `"k{}@": "sql"` and
+    /// `"@from@": "sql"`.
+    pub subqueries: Option<&'a std::collections::HashMap<String, query::Select>>,
+}
+
+/// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The role may not use this method on this table (or the table is not exposed).
+    #[error("{table} does not allow {} visitors to {method}", role.name())]
+    AccessDenied {
+        /// API table name.
+        table: String,
+        /// Role used.
+        role: Role,
+        /// Method.
+        method: Method,
+    },
+    /// The role needs a login.
+    #[error("not logged in, or the login has expired: log in and try again")]
+    NotLoggedIn,
+    /// No such role.
+    #[error("role {0} does not exist: use one of [UNKNOWN, LOGIN, CONTACT, CIRCLE, OWNER, ADMIN]")]
+    UnknownRole(String),
+    /// A construct that is refused outright.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A function that is not on the allow-list.
+    #[error("function {0} is not allowed")]
+    UnknownFunction(String),
+    /// A key or value that is not valid.
+    #[error("{0}")]
+    Invalid(String),
+    /// A limit was exceeded.
+    #[error("{0}")]
+    Limit(String),
+    /// A value of the wrong JSON type.
+    #[error("{0}")]
+    WrongType(String),
+    /// A column the table does not have.
+    #[error("{table} has no column {column}")]
+    UnknownColumn {
+        /// API table name.
+        table: String,
+        /// The column as sent.
+        column: String,
+    },
+}

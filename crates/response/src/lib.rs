@@ -1,1 +1,41 @@
-//! placeholder
+//! apijet-response: the APIJSON envelope (§2) and the error → code mapping (§9).
+
+#![deny(missing_docs)]
+
+mod error;
+mod format;
+
+pub use error::ApiError;
+pub use format::format_keys;
+
+use serde_json::{json, Map, Value as Json};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A successful answer: the results in request order, then `ok`, `code`, `msg`, `time`.
+pub fn success(mut results: Map<String, Json>, format: bool) -> Json {
+    if format {
+        results = format_keys(results);
+    }
+    results.insert("ok".into(), Json::Bool(true));
+    results.insert("code".into(), json!(200));
+    results.insert("msg".into(), json!("success"));
+    results.insert("time".into(), json!(now_ms()));
+    Json::Object(results)
+}
+
+/// An error answer: `ok:false`, the code and the message.
+pub fn failure(err: &ApiError, debug: bool) -> Json {
+    let mut m = Map::new();
+    m.insert("ok".into(), Json::Bool(false));
+    m.insert("code".into(), json!(err.code()));
+    m.insert("msg".into(), json!(err.message(debug)));
+    m.insert("time".into(), json!(now_ms()));
+    Json::Object(m)
+}

@@ -1,1 +1,29 @@
-//! placeholder
+//! apijet-sql: a planned [`Select`] rendered to SQL text and bind values for one dialect.
+//!
+//! The walk over the plan is shared ([`render`]); the [`Dialect`] trait holds only what truly
+//! differs between engines: quoting, placeholders, regex, JSON containment and length, LIKE
+//! case folding, random order. Text enters the statement in exactly two ways: a quoted
+//! [`Ident`] (made only by the planner, from the schema cache) and a bound value. Rendering
+//! cannot fail: whatever an engine cannot do was refused in `plan`.
+
+#![deny(missing_docs)]
+
+mod dialect;
+mod render;
+
+pub use dialect::{dialect_for, Dialect, MySql, Postgres, Sqlite};
+pub use render::render;
+
+use apijet_core::Value;
+
+/// SQL text with its bind values in placeholder order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// The SQL text.
+    pub sql: String,
+    /// The values for its placeholders.
+    pub binds: Vec<Value>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+//! The three backends behind one enum, chosen once from the `--db` URL.
+
+mod mysql;
+mod postgres;
+mod sqlite;
+
+pub use mysql::MySqlBackend;
+pub use postgres::PgBackend;
+pub use sqlite::SqliteBackend;
+
+use crate::sink::RowSink;
+use crate::ExecError;
+use apijet_core::Engine;
+use apijet_sql::{Dialect, Statement};
+
+/// A connection pool to one database.
+pub enum Backend {
+    /// Embedded SQLite.
+    Sqlite(SqliteBackend),
+    /// PostgreSQL.
+    Postgres(PgBackend),
+    /// MySQL or MariaDB.
+    MySql(MySqlBackend),
+}
+
+/// A parsed `--db` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbUrl {
+    /// `sqlite://PATH`
+    Sqlite(String),
+    /// `postgres://…` / `postgresql://…`
+    Postgres(String),
+    /// `mysql://…` / `mariadb://…`
+    MySql(String),
+}
+
+impl DbUrl {
+    /// Parses a database URL, or says what forms are accepted.
+    pub fn parse(url: &str) -> Result<DbUrl, ExecError> {
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            if path.is_empty() {
+                return Err(ExecError::Connect("sqlite:// needs a file path".into()));
+            }
+            return Ok(DbUrl::Sqlite(path.to_string()));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(DbUrl::Postgres(url.to_string()));
+        }
+        if let Some(rest) = url.strip_prefix("mariadb://") {
+            return Ok(DbUrl::MySql(format!("mysql://{rest}")));
+        }
+        if url.starts_with("mysql://") {
+            return Ok(DbUrl::MySql(url.to_string()));
+        }
+        Err(ExecError::Connect(format!(
+            "unsupported database URL '{url}': use sqlite://PATH, postgres://USER[:PASS]@HOST[:PORT]/DB or mysql://USER[:PASS]@HOST[:PORT]/DB"
+        )))
+    }
+
+    /// The engine the URL names.
+    pub fn engine(&self) -> Engine {
+        match self {
+            DbUrl::Sqlite(_) => Engine::Sqlite,
+            DbUrl::Postgres(_) => Engine::Postgres,
+            DbUrl::MySql(_) => Engine::MySql,
+        }
+    }
+}
+
+impl Backend {
+    /// Connects to the database; SQLite files are created when `create_sqlite` is set.
+    pub async fn connect(
+        url: &DbUrl,
+        pool_size: usize,
+        statement_timeout_ms: u64,
+        create_sqlite: bool,
+    ) -> Result<Backend, ExecError> {
+        Ok(match url {
+            DbUrl::Sqlite(path) => Backend::Sqlite(SqliteBackend::open(path, create_sqlite)?),
+            DbUrl::Postgres(u) => {
+                Backend::Postgres(PgBackend::connect(u, pool_size, statement_timeout_ms).await?)
+            }
+            DbUrl::MySql(u) => {
+                Backend::MySql(MySqlBackend::connect(u, pool_size, statement_timeout_ms).await?)
+            }
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> Engine {
+        match self {
+            Backend::Sqlite(_) => Engine::Sqlite,
+            Backend::Postgres(_) => Engine::Postgres,
+            Backend::MySql(_) => Engine::MySql,
+        }
+    }
+
+    /// The dialect that renders statements for this backend.
+    pub fn dialect(&self) -> Box<dyn Dialect> {
+        let mariadb = matches!(self, Backend::MySql(m) if m.mariadb);
+        apijet_sql::dialect_for(self.engine(), mariadb)
+    }
+
+    /// Runs a statement, feeding its rows to `sink`; returns the row count.
+    pub async fn fetch<S: RowSink>(
+        &self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        match self {
+            Backend::Sqlite(b) => b.fetch(stmt, sink).await,
+            Backend::Postgres(b) => b.fetch(stmt, sink).await,
+            Backend::MySql(b) => b.fetch(stmt, sink).await,
+        }
+    }
+
+    /// Runs statements that return nothing, in order.
+    pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
+        match self {
+            Backend::Sqlite(b) => b.execute_script(statements).await,
+            Backend::Postgres(b) => b.execute_script(statements).await,
+            Backend::MySql(b) => b.execute_script(statements).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_their_engine() {
+        assert_eq!(
+            DbUrl::parse("sqlite://a.db").expect("ok").engine(),
+            Engine::Sqlite
+        );
+        assert_eq!(
+            DbUrl::parse("postgres://u@h/db").expect("ok").engine(),
+            Engine::Postgres
+        );
+        assert_eq!(
+            DbUrl::parse("mariadb://u@h/db").expect("ok"),
+            DbUrl::MySql("mysql://u@h/db".into())
+        );
+        assert!(DbUrl::parse("oracle://x").is_err());
+    }
+}

@@ -1,0 +1,196 @@
+//! MySQL and MariaDB through mysql_async.
+//!
+//! Statements run through the binary protocol (`exec_iter`), which mysql_async caches per
+//! connection, and rows are read one packet at a time, so a long list never sits in memory.
+
+use crate::cell::{recycle, Cell};
+use crate::sink::RowSink;
+use crate::{DbErrorKind, ExecError};
+use apijet_core::Value;
+use apijet_sql::Statement;
+use chrono::{NaiveDate, NaiveTime};
+use mysql_async::consts::ColumnType;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
+use std::borrow::Cow;
+
+/// A pool of MySQL/MariaDB connections.
+pub struct MySqlBackend {
+    pool: Pool,
+    /// The server is MariaDB (its regex syntax differs from MySQL 8).
+    pub mariadb: bool,
+}
+
+impl MySqlBackend {
+    /// Connects (and checks the connection) to `url`.
+    pub async fn connect(
+        url: &str,
+        pool_size: usize,
+        timeout_ms: u64,
+    ) -> Result<MySqlBackend, ExecError> {
+        let opts = Opts::from_url(url).map_err(|e| ExecError::Connect(e.to_string()))?;
+        let mut init = vec![
+            "SET time_zone = '+00:00'".to_string(),
+            "SET NAMES utf8mb4".to_string(),
+        ];
+        if timeout_ms > 0 {
+            init.push(format!(
+                "SET SESSION max_statement_time = {}",
+                timeout_ms as f64 / 1000.0
+            ));
+        }
+        let constraints = PoolConstraints::new(1, pool_size.max(1))
+            .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
+        let builder = OptsBuilder::from_opts(opts)
+            .pool_opts(PoolOpts::default().with_constraints(constraints))
+            .stmt_cache_size(256);
+        let pool = Pool::new(builder.clone().init(init.clone()));
+        let mut conn = match pool.get_conn().await {
+            Ok(c) => c,
+            Err(e) if timeout_ms > 0 => {
+                // MySQL spells the statement timeout max_execution_time; try without it.
+                let _ = e;
+                init.pop();
+                init.push(format!("SET SESSION max_execution_time = {timeout_ms}"));
+                Pool::new(builder.init(init))
+                    .get_conn()
+                    .await
+                    .map_err(|e| ExecError::Connect(e.to_string()))?
+            }
+            Err(e) => return Err(ExecError::Connect(e.to_string())),
+        };
+        let version: Option<String> = conn
+            .query_first("SELECT VERSION()")
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let mariadb = version.is_some_and(|v| v.to_ascii_lowercase().contains("mariadb"));
+        drop(conn);
+        Ok(MySqlBackend { pool, mariadb })
+    }
+
+    /// Runs a statement, feeding every row to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        let mut conn = self.pool.get_conn().await.map_err(db_error)?;
+        let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
+        let mut result = conn
+            .exec_iter(stmt.sql.as_str(), mysql_async::Params::Positional(params))
+            .await
+            .map_err(db_error)?;
+        let columns = result.columns().unwrap_or_else(|| Vec::new().into());
+        let names: Vec<String> = columns.iter().map(|c| c.name_str().into_owned()).collect();
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.column_type()).collect();
+        let binary: Vec<bool> = columns.iter().map(|c| c.character_set() == 63).collect();
+        sink.columns(&names);
+        let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
+        let mut n = 0u64;
+        while let Some(row) = result.next().await.map_err(db_error)? {
+            let mut cells: Vec<Cell<'_>> = recycle(spare);
+            for i in 0..names.len() {
+                let v = row.as_ref(i).unwrap_or(&mysql_async::Value::NULL);
+                cells.push(cell(v, types[i], binary[i]));
+            }
+            sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+            spare = recycle(cells);
+            n += 1;
+            if sink.wants_flush() {
+                sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Runs statements that return no rows (schema set-up, demo data).
+    pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
+        let mut conn = self.pool.get_conn().await.map_err(db_error)?;
+        for s in statements {
+            conn.query_drop(s.as_str()).await.map_err(db_error)?;
+        }
+        Ok(())
+    }
+}
+
+fn param(v: &Value) -> mysql_async::Value {
+    match v {
+        Value::Null => mysql_async::Value::NULL,
+        Value::Bool(b) => mysql_async::Value::Int(i64::from(*b)),
+        Value::Int(i) => mysql_async::Value::Int(*i),
+        Value::Float(f) => mysql_async::Value::Double(*f),
+        Value::Text(s) => mysql_async::Value::Bytes(s.as_bytes().to_vec()),
+    }
+}
+
+fn cell(v: &mysql_async::Value, ty: ColumnType, binary: bool) -> Cell<'_> {
+    use mysql_async::Value as V;
+    match v {
+        V::NULL => Cell::Null,
+        V::Int(i) => Cell::Int(*i),
+        V::UInt(u) => match i64::try_from(*u) {
+            Ok(i) => Cell::Int(i),
+            Err(_) => Cell::UInt(*u),
+        },
+        V::Float(f) => Cell::Float(f64::from(*f)),
+        V::Double(d) => Cell::Float(*d),
+        V::Bytes(b) => match ty {
+            ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL => {
+                Cell::Decimal(String::from_utf8_lossy(b))
+            }
+            ColumnType::MYSQL_TYPE_JSON => Cell::Json(String::from_utf8_lossy(b)),
+            _ if binary => Cell::Bytes(Cow::Borrowed(b)),
+            _ => Cell::Text(String::from_utf8_lossy(b)),
+        },
+        V::Date(y, m, d, h, mi, s, us) => {
+            let date = NaiveDate::from_ymd_opt(i32::from(*y), u32::from(*m), u32::from(*d));
+            match (ty, date) {
+                (ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE, Some(d)) => {
+                    Cell::Date(d)
+                }
+                (_, Some(d)) => d
+                    .and_hms_micro_opt(u32::from(*h), u32::from(*mi), u32::from(*s), *us)
+                    .map(Cell::DateTime)
+                    .unwrap_or(Cell::Null),
+                // MySQL's zero date has no calendar value.
+                (_, None) => Cell::Null,
+            }
+        }
+        V::Time(neg, days, h, m, s, us) => {
+            if *neg || *days > 0 {
+                let hours = *days * 24 + u32::from(*h);
+                Cell::Text(Cow::Owned(format!(
+                    "{}{hours:02}:{m:02}:{s:02}",
+                    if *neg { "-" } else { "" }
+                )))
+            } else {
+                NaiveTime::from_hms_micro_opt(u32::from(*h), u32::from(*m), u32::from(*s), *us)
+                    .map(Cell::Time)
+                    .unwrap_or(Cell::Null)
+            }
+        }
+    }
+}
+
+fn db_error(e: mysql_async::Error) -> ExecError {
+    match e {
+        mysql_async::Error::Server(se) => {
+            let kind = match se.code {
+                1062 => DbErrorKind::Unique,
+                1451 | 1452 | 1048 | 3819 => DbErrorKind::Constraint,
+                1366 | 1292 | 1264 | 1406 | 3140 | 3141 | 3143 | 3146 => DbErrorKind::BadValue,
+                1969 | 3024 => DbErrorKind::Timeout,
+                1054 | 1064 | 1146 | 1305 | 1582 | 1584 => DbErrorKind::Syntax,
+                _ => DbErrorKind::Other,
+            };
+            ExecError::Db {
+                kind,
+                message: se.message,
+            }
+        }
+        other => ExecError::Db {
+            kind: DbErrorKind::Connection,
+            message: other.to_string(),
+        },
+    }
+}

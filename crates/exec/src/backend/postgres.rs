@@ -1,0 +1,316 @@
+//! PostgreSQL through tokio-postgres and a deadpool pool.
+//!
+//! Parameters are sent in text format with types left for the server to infer, exactly as if
+//! the client had written a quoted literal: `"id" = $1` gets `int8` and `"date" > $1` gets
+//! `timestamp`, so one bound value works against any column type. Rows arrive in binary
+//! format and are decoded straight into [`Cell`]s.
+
+use crate::cell::{recycle, Cell};
+use crate::sink::RowSink;
+use crate::{DbErrorKind, ExecError};
+use apijet_core::Value;
+use apijet_sql::Statement;
+use bytes::BytesMut;
+use chrono::{Duration, NaiveDate, NaiveDateTime, NaiveTime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures_util::{pin_mut, StreamExt};
+use postgres_types::{Format, FromSql, IsNull, ToSql, Type};
+use std::borrow::Cow;
+use std::error::Error;
+use tokio_postgres::NoTls;
+
+/// A pool of PostgreSQL connections.
+pub struct PgBackend {
+    pool: Pool,
+}
+
+impl PgBackend {
+    /// Connects (and checks the connection) to `url`.
+    pub async fn connect(
+        url: &str,
+        pool_size: usize,
+        timeout_ms: u64,
+    ) -> Result<PgBackend, ExecError> {
+        let mut cfg: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| ExecError::Connect(e.to_string()))?;
+        if timeout_ms > 0 {
+            cfg.options(format!("-c statement_timeout={timeout_ms} -c TimeZone=UTC"));
+        } else {
+            cfg.options("-c TimeZone=UTC");
+        }
+        let mgr = Manager::from_config(
+            cfg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(pool_size)
+            .build()
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        // Fail at start-up, not on the first request, when the database is unreachable.
+        drop(
+            pool.get()
+                .await
+                .map_err(|e| ExecError::Connect(e.to_string()))?,
+        );
+        Ok(PgBackend { pool })
+    }
+
+    /// Runs a statement, feeding every row to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+        let names: Vec<String> = prepared
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        sink.columns(&names);
+        let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
+        let rows = client
+            .query_raw(&prepared, params.iter())
+            .await
+            .map_err(db_error)?;
+        pin_mut!(rows);
+        let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
+        let mut n = 0u64;
+        while let Some(row) = rows.next().await {
+            let mut cells: Vec<Cell<'_>> = recycle(spare);
+            let row = row.map_err(db_error)?;
+            for i in 0..names.len() {
+                let cell: PgCell<'_> = row.try_get(i).map_err(db_error)?;
+                cells.push(cell.0);
+            }
+            sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+            spare = recycle(cells);
+            n += 1;
+            if sink.wants_flush() {
+                sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Runs statements that return no rows (schema set-up, demo data).
+    pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        for s in statements {
+            client.batch_execute(s).await.map_err(db_error)?;
+        }
+        Ok(())
+    }
+}
+
+fn db_error(e: tokio_postgres::Error) -> ExecError {
+    let kind = match e.code().map(|c| c.code()) {
+        Some(c) if c.starts_with("22") => DbErrorKind::BadValue,
+        Some("23505") => DbErrorKind::Unique,
+        Some(c) if c.starts_with("23") => DbErrorKind::Constraint,
+        Some("57014") => DbErrorKind::Timeout,
+        Some(c) if c.starts_with("42") => DbErrorKind::Syntax,
+        _ if e.is_closed() => DbErrorKind::Connection,
+        _ => DbErrorKind::Other,
+    };
+    let message = match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    };
+    ExecError::Db { kind, message }
+}
+
+/// A bound value written in text format for whatever type the server inferred.
+#[derive(Debug)]
+struct PgParam<'a>(&'a Value);
+
+impl ToSql for PgParam<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match self.0 {
+            Value::Null => return Ok(IsNull::Yes),
+            Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+            Value::Float(f) => out.extend_from_slice(f.to_string().as_bytes()),
+            Value::Text(s) => out.extend_from_slice(s.as_bytes()),
+        }
+        Ok(IsNull::No)
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+
+    fn encode_format(&self, _ty: &Type) -> Format {
+        Format::Text
+    }
+
+    postgres_types::to_sql_checked!();
+}
+
+/// A column value decoded from PostgreSQL's binary format.
+struct PgCell<'a>(Cell<'a>);
+
+fn epoch() -> NaiveDateTime {
+    NaiveDate::from_ymd_opt(2000, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .unwrap_or_default()
+}
+
+impl<'a> FromSql<'a> for PgCell<'a> {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn Error + Sync + Send>> {
+        let cell = match *ty {
+            Type::BOOL => Cell::Bool(bool::from_sql(ty, raw)?),
+            Type::INT2 => Cell::Int(i16::from_sql(ty, raw)?.into()),
+            Type::INT4 => Cell::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT8 => Cell::Int(i64::from_sql(ty, raw)?),
+            Type::OID => Cell::Int(u32::from_sql(ty, raw)?.into()),
+            Type::FLOAT4 => Cell::Float(f32::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Cell::Float(f64::from_sql(ty, raw)?),
+            Type::NUMERIC => Cell::Decimal(Cow::Owned(numeric_text(raw)?)),
+            Type::JSON => Cell::Json(Cow::Borrowed(std::str::from_utf8(raw)?)),
+            Type::JSONB => Cell::Json(Cow::Borrowed(std::str::from_utf8(
+                raw.get(1..).unwrap_or_default(),
+            )?)),
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
+                let micros = i64::from_sql(&Type::INT8, raw)?;
+                Cell::DateTime(epoch() + Duration::microseconds(micros))
+            }
+            Type::DATE => {
+                let days = i32::from_sql(&Type::INT4, raw)?;
+                Cell::Date((epoch() + Duration::days(days.into())).date())
+            }
+            Type::TIME => {
+                let micros = i64::from_sql(&Type::INT8, raw)?;
+                Cell::Time(NaiveTime::MIN + Duration::microseconds(micros))
+            }
+            Type::BYTEA => Cell::Bytes(Cow::Borrowed(raw)),
+            Type::UUID if raw.len() == 16 => Cell::Text(Cow::Owned(uuid_text(raw))),
+            // text, varchar, bpchar, name, citext and enums arrive as UTF-8 text.
+            _ => Cell::Text(Cow::Borrowed(std::str::from_utf8(raw)?)),
+        };
+        Ok(PgCell(cell))
+    }
+
+    fn from_sql_null(_ty: &Type) -> Result<Self, Box<dyn Error + Sync + Send>> {
+        Ok(PgCell(Cell::Null))
+    }
+
+    fn accepts(_ty: &Type) -> bool {
+        true
+    }
+}
+
+fn uuid_text(b: &[u8]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Decodes PostgreSQL's binary NUMERIC (base-10000 digits) into its decimal text.
+fn numeric_text(raw: &[u8]) -> Result<String, Box<dyn Error + Sync + Send>> {
+    let word = |i: usize| -> Result<u16, Box<dyn Error + Sync + Send>> {
+        raw.get(i..i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .ok_or_else(|| "truncated numeric".into())
+    };
+    let ndigits = word(0)? as usize;
+    let weight = word(2)? as i16 as i32;
+    let sign = word(4)?;
+    let dscale = word(6)? as usize;
+    if sign == 0xC000 {
+        return Ok("NaN".into());
+    }
+    let digits: Vec<u16> = (0..ndigits)
+        .map(|i| word(8 + 2 * i))
+        .collect::<Result<_, _>>()?;
+    let mut int_part = String::new();
+    if weight < 0 {
+        int_part.push('0');
+    } else {
+        for i in 0..=weight as usize {
+            let d = digits.get(i).copied().unwrap_or(0);
+            if i == 0 {
+                int_part.push_str(&d.to_string());
+            } else {
+                int_part.push_str(&format!("{d:04}"));
+            }
+        }
+    }
+    let mut frac = String::new();
+    if dscale > 0 {
+        let mut i = weight + 1;
+        while frac.len() < dscale {
+            let d = if i < 0 {
+                0
+            } else {
+                digits.get(i as usize).copied().unwrap_or(0)
+            };
+            frac.push_str(&format!("{d:04}"));
+            i += 1;
+        }
+        frac.truncate(dscale);
+    }
+    let mut s = String::new();
+    if sign == 0x4000 {
+        s.push('-');
+    }
+    s.push_str(&int_part);
+    if !frac.is_empty() {
+        s.push('.');
+        s.push_str(&frac);
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numeric_text;
+
+    fn raw(ndigits: u16, weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [ndigits, weight as u16, sign, dscale] {
+            v.extend_from_slice(&w.to_be_bytes());
+        }
+        for d in digits {
+            v.extend_from_slice(&d.to_be_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn numeric_binary_decodes_to_text() {
+        // 157782.61 = 15 7782 . 6100
+        assert_eq!(
+            numeric_text(&raw(3, 1, 0, 2, &[15, 7782, 6100])).expect("ok"),
+            "157782.61"
+        );
+        assert_eq!(
+            numeric_text(&raw(1, -1, 0x4000, 2, &[500])).expect("ok"),
+            "-0.05"
+        );
+        assert_eq!(numeric_text(&raw(0, 0, 0, 2, &[])).expect("ok"), "0.00");
+    }
+}

@@ -1,0 +1,217 @@
+//! Remote functions (`"k()": "fn(a,b)"`, protocol §11): a registry of native functions with
+//! the reference's names. Arguments name keys of the current object (or are literals), as the
+//! reference resolves them.
+
+use crate::ExecError;
+use apijet_plan::Visitor;
+use serde_json::{Map, Value as Json};
+
+/// Parses `fn(a,b)` into its name and argument tokens.
+fn parse_call(call: &str) -> Result<(&str, Vec<&str>), ExecError> {
+    let bad = || ExecError::Invalid(format!("'{call}' is not a function call like fn(a,b)"));
+    let open = call.find('(').ok_or_else(bad)?;
+    let inner = call[open + 1..].strip_suffix(')').ok_or_else(bad)?;
+    let name = &call[..open];
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(bad());
+    }
+    let args = if inner.trim().is_empty() {
+        Vec::new()
+    } else {
+        inner.split(',').map(str::trim).collect()
+    };
+    Ok((name, args))
+}
+
+fn arg(obj: &Map<String, Json>, token: &str) -> Json {
+    if let Some(v) = obj.get(token) {
+        return v.clone();
+    }
+    if let Ok(i) = token.parse::<i64>() {
+        return Json::from(i);
+    }
+    if let Ok(f) = token.parse::<f64>() {
+        return serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number);
+    }
+    if let Some(s) = token.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
+        return Json::String(s.to_string());
+    }
+    Json::Null
+}
+
+fn num(v: &Json) -> Option<f64> {
+    match v {
+        Json::Number(n) => n.as_f64(),
+        Json::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn number(f: f64) -> Json {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Json::from(f as i64)
+    } else {
+        serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
+    }
+}
+
+fn same(a: &Json, b: &Json) -> bool {
+    match (num(a), num(b)) {
+        (Some(x), Some(y)) if a.is_number() && b.is_number() => x == y,
+        _ => a == b,
+    }
+}
+
+/// Runs `call` against `obj`; `Ok(None)` means the key is left out.
+pub fn call(
+    call: &str,
+    obj: &Map<String, Json>,
+    visitor: Option<&Visitor>,
+) -> Result<Option<Json>, ExecError> {
+    let (name, tokens) = parse_call(call)?;
+    let a: Vec<Json> = tokens.iter().map(|t| arg(obj, t)).collect();
+    let at = |i: usize| a.get(i).cloned().unwrap_or(Json::Null);
+    let arity = |n: usize| {
+        if a.len() == n {
+            Ok(())
+        } else {
+            Err(ExecError::Invalid(format!(
+                "{name} takes {n} argument(s), got {}",
+                a.len()
+            )))
+        }
+    };
+    let out = match name {
+        "isContain" => {
+            arity(2)?;
+            Json::Bool(
+                at(0)
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|x| same(x, &at(1)))),
+            )
+        }
+        "isContainKey" => {
+            arity(2)?;
+            let key = at(1);
+            Json::Bool(
+                at(0)
+                    .as_object()
+                    .is_some_and(|o| key.as_str().is_some_and(|k| o.contains_key(k))),
+            )
+        }
+        "isContainValue" => {
+            arity(2)?;
+            Json::Bool(
+                at(0)
+                    .as_object()
+                    .is_some_and(|o| o.values().any(|x| same(x, &at(1)))),
+            )
+        }
+        "countArray" => {
+            arity(1)?;
+            Json::from(at(0).as_array().map_or(0, Vec::len))
+        }
+        "countObject" => {
+            arity(1)?;
+            Json::from(at(0).as_object().map_or(0, Map::len))
+        }
+        "isArrayEmpty" => {
+            arity(1)?;
+            Json::Bool(at(0).as_array().is_none_or(Vec::is_empty))
+        }
+        "isObjectEmpty" => {
+            arity(1)?;
+            Json::Bool(at(0).as_object().is_none_or(Map::is_empty))
+        }
+        "getFromArray" => {
+            arity(2)?;
+            let i = num(&at(1)).unwrap_or(-1.0);
+            match at(0).as_array() {
+                Some(l) if i >= 0.0 => l.get(i as usize).cloned().unwrap_or(Json::Null),
+                _ => Json::Null,
+            }
+        }
+        "getFromObject" => {
+            arity(2)?;
+            let key = at(1);
+            at(0)
+                .get(key.as_str().unwrap_or_default())
+                .cloned()
+                .unwrap_or(Json::Null)
+        }
+        "plus" | "minus" | "multiply" | "divide" => {
+            arity(2)?;
+            let (x, y) = (num(&at(0)), num(&at(1)));
+            match (x, y) {
+                (Some(x), Some(y)) => match name {
+                    "plus" => number(x + y),
+                    "minus" => number(x - y),
+                    "multiply" => number(x * y),
+                    _ if y == 0.0 => {
+                        return Err(ExecError::Invalid("divide: division by zero".into()))
+                    }
+                    _ => number(x / y),
+                },
+                _ => Json::Null,
+            }
+        }
+        "booleanValue" => {
+            arity(1)?;
+            Json::Bool(matches!(at(0), Json::Bool(true)) || num(&at(0)).is_some_and(|n| n != 0.0))
+        }
+        "intValue" | "longValue" => {
+            arity(1)?;
+            num(&at(0)).map_or(Json::Null, |n| Json::from(n as i64))
+        }
+        "floatValue" | "doubleValue" => {
+            arity(1)?;
+            num(&at(0)).map_or(Json::Null, number)
+        }
+        "getWithDefault" => {
+            arity(2)?;
+            if at(0).is_null() {
+                at(1)
+            } else {
+                at(0)
+            }
+        }
+        "getCurrentUserId" => visitor.map_or(Json::Null, |v| Json::from(v.id)),
+        "getCurrentUserIdAsList" => visitor.map_or(Json::Null, |v| Json::from(vec![v.id])),
+        "getCurrentContactIdList" => visitor.map_or(Json::Null, |v| Json::from(v.contacts.clone())),
+        other => return Err(ExecError::FunctionNotAllowed(other.to_string())),
+    };
+    Ok((!out.is_null()).then_some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_name_keys_of_the_object() {
+        let obj = json!({"praiseUserIdList": [82001, 82002], "userId": 82002});
+        let obj = obj.as_object().expect("object");
+        assert_eq!(
+            call("isContain(praiseUserIdList,userId)", obj, None).expect("ok"),
+            Some(json!(true))
+        );
+        assert_eq!(
+            call("getFromArray(praiseUserIdList,0)", obj, None).expect("ok"),
+            Some(json!(82001))
+        );
+        assert_eq!(
+            call("countArray(praiseUserIdList)", obj, None).expect("ok"),
+            Some(json!(2))
+        );
+    }
+
+    #[test]
+    fn unknown_functions_are_refused() {
+        let obj = Map::new();
+        assert!(matches!(
+            call("hack(id)", &obj, None),
+            Err(ExecError::FunctionNotAllowed(_))
+        ));
+    }
+}

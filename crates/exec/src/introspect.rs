@@ -1,0 +1,185 @@
+//! Reads the catalog and the `Access` table into a [`SchemaCache`] at start-up.
+
+use crate::backend::Backend;
+use crate::sink::CollectSink;
+use crate::ExecError;
+use apijet_core::{Engine, Method, Role};
+use apijet_plan::schema::{method_index, Column, ColumnKind, SchemaCache, Table, SYSTEM_TABLES};
+use apijet_sql::Statement;
+use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
+
+const SQLITE_COLUMNS: &str =
+    "SELECT m.name AS t, p.name AS c, p.type AS ty FROM sqlite_master AS m \
+     JOIN pragma_table_info(m.name) AS p WHERE m.type IN ('table', 'view') \
+     AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
+
+const PG_COLUMNS: &str = "SELECT c.table_name AS t, c.column_name AS c, c.data_type AS ty \
+     FROM information_schema.columns AS c WHERE c.table_schema = current_schema() \
+     ORDER BY c.table_name, c.ordinal_position";
+
+// MariaDB stores JSON as longtext with a json_valid() check; the check marks the column.
+const MYSQL_COLUMNS_WITH_CHECKS: &str = "SELECT c.TABLE_NAME AS t, c.COLUMN_NAME AS c, \
+     c.DATA_TYPE AS ty, EXISTS(SELECT 1 FROM information_schema.CHECK_CONSTRAINTS AS k \
+     WHERE k.CONSTRAINT_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME \
+     AND k.CHECK_CLAUSE LIKE CONCAT('%json_valid(`', c.COLUMN_NAME, '`)%')) AS j \
+     FROM information_schema.COLUMNS AS c WHERE c.TABLE_SCHEMA = DATABASE() \
+     ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION";
+
+const MYSQL_COLUMNS: &str = "SELECT c.TABLE_NAME AS t, c.COLUMN_NAME AS c, c.DATA_TYPE AS ty, \
+     0 AS j FROM information_schema.COLUMNS AS c WHERE c.TABLE_SCHEMA = DATABASE() \
+     ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION";
+
+async fn rows(
+    backend: &Backend,
+    sql: &str,
+    json: &[String],
+) -> Result<Vec<Map<String, Json>>, ExecError> {
+    let mut sink = CollectSink::new(json);
+    let stmt = Statement {
+        sql: sql.to_string(),
+        binds: Vec::new(),
+    };
+    backend.fetch(&stmt, &mut sink).await?;
+    Ok(sink.rows)
+}
+
+/// How an engine's type name maps to a column kind.
+pub fn kind_of(type_name: &str) -> ColumnKind {
+    let t = type_name.to_ascii_lowercase();
+    if t.contains("json") {
+        ColumnKind::Json
+    } else if t.contains("int") || t == "serial" || t == "bigserial" {
+        ColumnKind::Int
+    } else if t.contains("bool") || t == "bit" {
+        ColumnKind::Bool
+    } else if t.contains("dec") || t.contains("numeric") || t == "money" {
+        ColumnKind::Decimal
+    } else if t.contains("real") || t.contains("float") || t.contains("double") {
+        ColumnKind::Float
+    } else if t.contains("timestamp") || t.contains("datetime") {
+        ColumnKind::Timestamp
+    } else if t == "date" {
+        ColumnKind::Date
+    } else if t.starts_with("time") {
+        ColumnKind::Time
+    } else if t.contains("blob") || t.contains("binary") || t == "bytea" {
+        ColumnKind::Bytes
+    } else if t.contains("char") || t.contains("text") || t.contains("clob") || t.is_empty() {
+        ColumnKind::Text
+    } else {
+        ColumnKind::Other
+    }
+}
+
+fn roles_of(v: Option<&Json>) -> Result<Vec<Role>, String> {
+    let list = match v {
+        None | Some(Json::Null) => return Ok(Vec::new()),
+        Some(Json::Array(a)) => a.clone(),
+        Some(Json::String(s)) => match serde_json::from_str::<Json>(s) {
+            Ok(Json::Array(a)) => a,
+            _ => s
+                .split(',')
+                .map(|x| Json::String(x.trim().to_string()))
+                .collect(),
+        },
+        Some(other) => return Err(format!("role list {other} is not a JSON array")),
+    };
+    list.iter()
+        .filter(|r| !matches!(r, Json::String(s) if s.is_empty()))
+        .map(|r| {
+            r.as_str()
+                .and_then(|s| Role::parse(s.trim()))
+                .ok_or_else(|| format!("unknown role {r}"))
+        })
+        .collect()
+}
+
+/// Introspects the database and reads `Access` into a schema cache.
+pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
+    let catalog = match backend.engine() {
+        Engine::Sqlite => rows(backend, SQLITE_COLUMNS, &[]).await?,
+        Engine::Postgres => rows(backend, PG_COLUMNS, &[]).await?,
+        Engine::MySql => match rows(backend, MYSQL_COLUMNS_WITH_CHECKS, &[]).await {
+            Ok(r) => r,
+            Err(_) => rows(backend, MYSQL_COLUMNS, &[]).await?,
+        },
+    };
+    let mut tables: BTreeMap<String, Vec<Column>> = BTreeMap::new();
+    for r in &catalog {
+        let (Some(t), Some(c)) = (
+            r.get("t").and_then(Json::as_str),
+            r.get("c").and_then(Json::as_str),
+        ) else {
+            continue;
+        };
+        let ty = r.get("ty").and_then(Json::as_str).unwrap_or_default();
+        let json_check = matches!(r.get("j"), Some(Json::Number(n)) if n.as_i64() == Some(1));
+        let kind = if json_check {
+            ColumnKind::Json
+        } else {
+            kind_of(ty)
+        };
+        tables.entry(t.to_string()).or_default().push(Column {
+            name: c.to_string(),
+            kind,
+        });
+    }
+
+    let mut cache = SchemaCache::new();
+    if !tables.contains_key("Access") {
+        cache
+            .warnings
+            .push("the database has no Access table: no table is reachable".into());
+        return Ok(cache);
+    }
+    let dialect = backend.dialect();
+    let mut sql = String::from("SELECT * FROM ");
+    dialect.quote("Access", &mut sql);
+    let methods = ["get", "head", "gets", "heads", "post", "put", "delete"];
+    let json_cols: Vec<String> = methods.iter().map(|m| m.to_string()).collect();
+    for row in rows(backend, &sql, &json_cols).await? {
+        let id = row.get("id").map(Json::to_string).unwrap_or_default();
+        let Some(name) = row.get("name").and_then(Json::as_str) else {
+            cache
+                .warnings
+                .push(format!("Access row {id}: no name, skipped"));
+            continue;
+        };
+        let api_name = row
+            .get("alias")
+            .and_then(Json::as_str)
+            .filter(|a| !a.is_empty())
+            .unwrap_or(name);
+        let Some(columns) = tables.get(name) else {
+            cache.warnings.push(format!(
+                "Access row {id}: table {name} does not exist, skipped"
+            ));
+            continue;
+        };
+        let mut access: [Vec<Role>; 7] = Default::default();
+        let mut broken = None;
+        for (i, m) in methods.iter().enumerate() {
+            match roles_of(row.get(*m)) {
+                Ok(r) => access[i] = r,
+                Err(e) => broken = Some(format!("Access row {id}: {m}: {e}, skipped")),
+            }
+        }
+        if let Some(w) = broken {
+            cache.warnings.push(w);
+            continue;
+        }
+        debug_assert_eq!(method_index(Method::Delete), 6);
+        let debug_only = matches!(row.get("debug"), Some(Json::Number(n)) if n.as_i64() == Some(1))
+            || matches!(row.get("debug"), Some(Json::Bool(true)));
+        cache.insert(Table {
+            api_name: api_name.to_string(),
+            sql_name: name.to_string(),
+            columns: columns.clone(),
+            access: Some(access),
+            debug_only,
+            system: SYSTEM_TABLES.contains(&name),
+        });
+    }
+    Ok(cache)
+}

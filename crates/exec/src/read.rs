@@ -1,0 +1,581 @@
+//! GET and HEAD: the request tree evaluated in request order, as the reference does.
+//!
+//! Objects are answered in request order because later objects may refer to earlier results
+//! (`"id@": "Moment/userId"`). Each result is stored under its path (`[]/0/Moment`), and a
+//! reference is resolved against those paths, with array indices filled in for the item being
+//! built. The first-child rule (§6.4) stops a container whose first object or array is empty.
+
+use crate::backend::Backend;
+use crate::functions;
+use crate::sink::CollectSink;
+use crate::ExecError;
+use apijet_core::Method;
+use apijet_plan::array::{self, QueryMode};
+use apijet_plan::query::Select;
+use apijet_plan::schema::SchemaCache;
+use apijet_plan::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan, Visitor};
+use apijet_request::{ArrayObject, Member, Node, Request, TableEntry, TableObject};
+use apijet_sql::{render, Dialect, Statement};
+use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Everything a read needs.
+pub struct ReadEnv<'a> {
+    /// The database.
+    pub backend: &'a Backend,
+    /// Its dialect.
+    pub dialect: &'a dyn Dialect,
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// Limits.
+    pub options: &'a PlanOptions,
+    /// GET, HEAD, GETS or HEADS.
+    pub method: Method,
+    /// The visitor.
+    pub visitor: Option<&'a Visitor>,
+}
+
+struct Reader<'a> {
+    env: &'a ReadEnv<'a>,
+    global_role: Option<&'a Json>,
+    global_explain: bool,
+    results: HashMap<String, Json>,
+    scopes: Vec<(String, usize)>,
+    subqueries: HashMap<String, Select>,
+}
+
+/// Runs a GET/HEAD request and returns the result members in request order.
+pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Map<String, Json>, ExecError> {
+    let mut reader = Reader {
+        env,
+        global_role: req.global("role"),
+        global_explain: req
+            .global("explain")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
+        results: HashMap::new(),
+        scopes: Vec::new(),
+        subqueries: HashMap::new(),
+    };
+    let mut out = Map::new();
+    reader
+        .container(&req.root.members, "", &mut out, 1, true)
+        .await?;
+    Ok(out)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}/{key}")
+    }
+}
+
+/// `[]` → `list`, `User[]` → `userList`, `User-id[]` → `userIdList` (§2.3).
+pub fn list_key(array_key: &str) -> String {
+    let name = array_key.trim_end_matches("[]");
+    let name = name.split_once(':').map_or(name, |(_, alias)| alias);
+    let mut out = String::new();
+    for (i, part) in name.split('-').filter(|p| !p.is_empty()).enumerate() {
+        let mut chars = part.chars();
+        if let Some(c) = chars.next() {
+            if i == 0 {
+                out.extend(c.to_lowercase());
+            } else {
+                out.extend(c.to_uppercase());
+            }
+            out.push_str(chars.as_str());
+        }
+    }
+    if out.is_empty() {
+        "list".into()
+    } else {
+        out + "List"
+    }
+}
+
+struct ArrayOut {
+    value: Option<Json>,
+    totals: Option<(Json, Json)>,
+    /// Counts as empty for the first-child rule.
+    empty: bool,
+}
+
+impl<'a> Reader<'a> {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            schema: self.env.schema,
+            options: self.env.options,
+            method: self.env.method,
+            visitor: self.env.visitor,
+            global_role: self.global_role,
+            global_explain: self.global_explain,
+            subqueries: Some(&self.subqueries),
+        }
+    }
+
+    /// Resolves a reference path against results produced so far.
+    fn resolve(&self, path: &str, container: &str) -> Option<Json> {
+        let decoded = percent_decode(path);
+        let mut full = match decoded.strip_prefix('/') {
+            Some(rel) => join(container, rel),
+            None => decoded,
+        };
+        for (apath, i) in &self.scopes {
+            let prefix = format!("{apath}/");
+            if let Some(rest) = full.strip_prefix(&prefix) {
+                let next = rest.split('/').next().unwrap_or_default();
+                if next.parse::<usize>().is_err() {
+                    full = format!("{apath}/{i}/{rest}");
+                }
+            }
+        }
+        if let Some(v) = self.results.get(&full) {
+            return Some(v.clone());
+        }
+        let mut cut = full.len();
+        while let Some(pos) = full[..cut].rfind('/') {
+            if let Some(base) = self.results.get(&full[..pos]) {
+                let mut v = base;
+                for seg in full[pos + 1..].split('/') {
+                    v = match v {
+                        Json::Object(m) => m.get(seg)?,
+                        Json::Array(a) => a.get(seg.parse::<usize>().ok()?)?,
+                        _ => return None,
+                    };
+                }
+                return Some(v.clone());
+            }
+            cut = pos;
+        }
+        None
+    }
+
+    async fn rows(
+        &self,
+        stmt: &Statement,
+        json: &[String],
+    ) -> Result<Vec<Map<String, Json>>, ExecError> {
+        let mut sink = CollectSink::new(json);
+        self.env.backend.fetch(stmt, &mut sink).await?;
+        Ok(sink.rows)
+    }
+
+    async fn count(&self, select: &Select) -> Result<u64, ExecError> {
+        let stmt = render(self.env.dialect, select);
+        let rows = self.rows(&stmt, &[]).await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get("count"))
+            .and_then(|v| {
+                v.as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            })
+            .unwrap_or(0))
+    }
+
+    /// Evaluates container members; returns false when the first-child rule emptied it.
+    fn container<'s>(
+        &'s mut self,
+        members: &'s [Member],
+        path: &'s str,
+        out: &'s mut Map<String, Json>,
+        depth: usize,
+        first_rule: bool,
+    ) -> BoxFuture<'s, Result<bool, ExecError>> {
+        Box::pin(async move {
+            let mut first = first_rule;
+            let (mut tables, mut arrays) = (0usize, 0usize);
+            for m in members {
+                match &m.node {
+                    Node::Table(t) => {
+                        tables += 1;
+                        if tables > self.env.options.max_objects {
+                            return Err(PlanError::Limit(format!(
+                                "{path}: the number of objects reaches {tables} at {}:{{}}, \
+                                 more than the limit of {}",
+                                m.key, self.env.options.max_objects
+                            ))
+                            .into());
+                        }
+                        let obj_path = join(path, &m.key);
+                        match self.table(t, &obj_path, path, depth).await? {
+                            Some((obj, drop)) => {
+                                if drop && first {
+                                    out.clear();
+                                    return Ok(false);
+                                }
+                                if !drop {
+                                    out.insert(m.key.clone(), obj);
+                                }
+                            }
+                            None if first => {
+                                out.clear();
+                                return Ok(false);
+                            }
+                            None => {}
+                        }
+                        first = false;
+                    }
+                    Node::Array(a) => {
+                        arrays += 1;
+                        if arrays > self.env.options.max_arrays {
+                            return Err(PlanError::Limit(format!(
+                                "{path}: the number of arrays reaches {arrays} at {}, more than \
+                                 the limit of {}",
+                                m.key, self.env.options.max_arrays
+                            ))
+                            .into());
+                        }
+                        let res = self.array(a, &m.key, path, depth).await?;
+                        if let Some((total, info)) = res.totals {
+                            let base = list_key(&m.key);
+                            out.insert(format!("{base}Total"), total);
+                            out.insert(format!("{base}Info"), info);
+                        }
+                        match res.value {
+                            Some(v) => {
+                                out.insert(m.key.clone(), v.clone());
+                                self.results.insert(join(path, &m.key), v);
+                            }
+                            None if first && res.empty => {
+                                out.clear();
+                                return Ok(false);
+                            }
+                            None => {}
+                        }
+                        first = false;
+                    }
+                    Node::Reference(p) => {
+                        let name = m.key.trim_end_matches('@');
+                        if let Some(v) = self.resolve(p, path) {
+                            self.results.insert(join(path, name), v.clone());
+                            out.insert(name.to_string(), v);
+                        }
+                    }
+                    Node::Subquery(sq) => {
+                        let name = m.key.trim_end_matches('@').to_string();
+                        let select = plan_subquery(sq, &self.ctx())?;
+                        self.subqueries.insert(name.clone(), select);
+                        out.insert(name, json!({}));
+                    }
+                    Node::Function(call) => {
+                        let name = m.key.trim_end_matches("()").trim_end_matches(['-', '+']);
+                        if let Some(v) = functions::call(call, out, self.env.visitor)? {
+                            out.insert(name.to_string(), v);
+                        }
+                    }
+                    Node::Value(v) => {
+                        out.insert(m.key.clone(), v.clone());
+                    }
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// One table object; `None` when it has no row (or cannot match).
+    async fn table(
+        &mut self,
+        t: &TableObject,
+        obj_path: &str,
+        container: &str,
+        depth: usize,
+    ) -> Result<Option<(Json, bool)>, ExecError> {
+        self.check_depth(obj_path, depth)?;
+        let plan = TablePlan::new(t, &self.ctx())?;
+        let select = {
+            let mut resolve = |p: &str| self.resolve(p, container);
+            plan.select(&mut resolve)?
+        };
+        let Some(mut select) = select else {
+            return Ok(None);
+        };
+        if self.env.method.is_count() {
+            let count_select = plan.count_select(select);
+            let stmt = render(self.env.dialect, &count_select);
+            let n = self.count(&count_select).await?;
+            let mut obj = Map::new();
+            if plan.explain {
+                obj.insert("@explain".into(), json!({ "sql": stmt.sql }));
+            }
+            obj.insert("ok".into(), Json::Bool(true));
+            obj.insert("code".into(), json!(200));
+            obj.insert("msg".into(), json!("success"));
+            obj.insert("count".into(), json!(n));
+            return Ok(Some((Json::Object(obj), plan.drop)));
+        }
+        select.limit = Some(1);
+        let stmt = render(self.env.dialect, &select);
+        let Some(obj) = self
+            .rows(&stmt, &plan.json_outputs)
+            .await?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let obj = self
+            .finish_object(t, &plan, obj, &stmt, obj_path, depth)
+            .await?;
+        Ok(Some((Json::Object(obj), plan.drop)))
+    }
+
+    /// Adds echoes, `@explain`, functions and children to a fetched row.
+    async fn finish_object(
+        &mut self,
+        t: &TableObject,
+        plan: &TablePlan,
+        mut obj: Map<String, Json>,
+        stmt: &Statement,
+        obj_path: &str,
+        depth: usize,
+    ) -> Result<Map<String, Json>, ExecError> {
+        for (k, v) in &plan.echoes {
+            obj.insert(k.clone(), v.clone());
+        }
+        if plan.explain {
+            obj.insert("@explain".into(), json!({ "sql": stmt.sql }));
+        }
+        for e in &t.entries {
+            if let TableEntry::Function { key, call } = e {
+                if key.ends_with("-()") {
+                    continue;
+                }
+                let name = key.trim_end_matches("()").trim_end_matches('+');
+                if let Some(v) = functions::call(call, &obj, self.env.visitor)? {
+                    obj.insert(name.to_string(), v);
+                }
+            }
+        }
+        self.results
+            .insert(obj_path.to_string(), Json::Object(obj.clone()));
+        let children: Vec<Member> = t
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                TableEntry::Child(m) => Some((**m).clone()),
+                _ => None,
+            })
+            .collect();
+        if !children.is_empty() {
+            self.container(&children, obj_path, &mut obj, depth + 1, false)
+                .await?;
+            self.results
+                .insert(obj_path.to_string(), Json::Object(obj.clone()));
+        }
+        Ok(obj)
+    }
+
+    fn check_depth(&self, path: &str, depth: usize) -> Result<(), ExecError> {
+        let max = self.env.options.max_depth;
+        if depth > max {
+            return Err(PlanError::Limit(format!(
+                "{path}:{{}} is nested {depth} levels deep, more than the limit of 1-{max}"
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    async fn array(
+        &mut self,
+        a: &ArrayObject,
+        key: &str,
+        container: &str,
+        depth: usize,
+    ) -> Result<ArrayOut, ExecError> {
+        let arr_path = join(container, key);
+        if !matches!(self.env.method, Method::Get | Method::Gets) {
+            return Err(ExecError::Forbidden(format!(
+                "{key}:{{}} arrays are only supported by GET and GETS"
+            )));
+        }
+        self.check_depth(&arr_path, depth)?;
+        let opts = self.env.options;
+        let paging = array::paging(a, &arr_path, opts.max_count, opts.max_page)?;
+        let Some((main_member, main)) = a.items.members.first().and_then(|m| match &m.node {
+            Node::Table(t) => Some((m, t)),
+            _ => None,
+        }) else {
+            return Err(PlanError::Invalid(format!(
+                "{arr_path}:{{}} is not valid: the first key of an array must be a table object"
+            ))
+            .into());
+        };
+        let plan = TablePlan::new(main, &self.ctx())?;
+        let select = {
+            let mut resolve = |p: &str| self.resolve(p, container);
+            plan.select(&mut resolve)?
+        };
+        let empty = ArrayOut {
+            value: None,
+            totals: None,
+            empty: true,
+        };
+        let Some(mut select) = select else {
+            return Ok(empty);
+        };
+        let mut joined = false;
+        if let Some(j) = &a.join {
+            for spec in array::join_specs(j)? {
+                if spec.kind == '@' {
+                    continue;
+                }
+                let Some(vice) = a.items.members.iter().find_map(|m| match &m.node {
+                    Node::Table(t) if m.key == spec.table_key => Some(t),
+                    _ => None,
+                }) else {
+                    return Err(PlanError::Invalid(format!(
+                        "join: {} is not a table object of {arr_path}",
+                        spec.table_key
+                    ))
+                    .into());
+                };
+                let vice_plan = TablePlan::new(vice, &self.ctx())?;
+                let Some(vice_select) = vice_plan.select_without_refs()? else {
+                    return Ok(empty);
+                };
+                array::apply_join(
+                    &mut select,
+                    &main_member.key,
+                    &spec,
+                    &vice_plan,
+                    vice_select,
+                )?;
+                joined = true;
+            }
+        }
+        let mut totals = None;
+        let mut total = None;
+        if paging.mode != QueryMode::Rows {
+            let wrap = paging.compat || joined || !select.group.is_empty() || select.distinct;
+            let count_select = if wrap {
+                select.count_wrapped()
+            } else {
+                select.count_plain()
+            };
+            let n = self.count(&count_select).await?;
+            let count = paging.count.max(1);
+            let max = n.saturating_sub(1) / count;
+            let info = json!({
+                "total": n, "count": paging.count, "page": paging.page, "max": max,
+                "more": paging.page < max, "first": paging.page == 0, "last": paging.page == max,
+            });
+            self.results.insert(format!("{arr_path}/total"), json!(n));
+            self.results
+                .insert(format!("{arr_path}/info"), info.clone());
+            if paging.mode == QueryMode::Both {
+                totals = Some((json!(n), info));
+            }
+            total = Some(n);
+        }
+        if paging.mode == QueryMode::Total || total.is_some_and(|t| t <= paging.count * paging.page)
+        {
+            return Ok(ArrayOut {
+                value: None,
+                totals,
+                empty: paging.mode != QueryMode::Total,
+            });
+        }
+        select.limit = Some(paging.count);
+        select.offset = paging.page * paging.count;
+        let stmt = render(self.env.dialect, &select);
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for (i, row) in rows.into_iter().enumerate() {
+            let item_path = format!("{arr_path}/{i}");
+            self.scopes.push((arr_path.clone(), i));
+            let main_path = join(&item_path, &main_member.key);
+            let result = self
+                .finish_object(main, &plan, row, &stmt, &main_path, depth + 1)
+                .await;
+            let main_obj = match result {
+                Ok(o) => o,
+                Err(e) => {
+                    self.scopes.pop();
+                    return Err(e);
+                }
+            };
+            let item = if let Some(table) = &a.key.table {
+                let _ = table;
+                if a.key.extract.is_empty() {
+                    Json::Object(main_obj)
+                } else {
+                    let mut v = Json::Object(main_obj);
+                    for seg in &a.key.extract {
+                        v = v.get(seg).cloned().unwrap_or(Json::Null);
+                    }
+                    v
+                }
+            } else {
+                let mut item_out = Map::new();
+                item_out.insert(main_member.key.clone(), Json::Object(main_obj));
+                let rest = &a.items.members[1..];
+                let r = self
+                    .container(rest, &item_path, &mut item_out, depth + 1, false)
+                    .await;
+                if let Err(e) = r {
+                    self.scopes.pop();
+                    return Err(e);
+                }
+                Json::Object(item_out)
+            };
+            self.scopes.pop();
+            if !item.is_null() {
+                items.push(item);
+            }
+        }
+        Ok(ArrayOut {
+            empty: items.is_empty(),
+            value: (!items.is_empty()).then_some(Json::Array(items)),
+            totals,
+        })
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    if !s.contains('%') {
+        return s.to_string();
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_keys_follow_the_format_rule() {
+        assert_eq!(list_key("[]"), "list");
+        assert_eq!(list_key("User[]"), "userList");
+        assert_eq!(list_key("User-id[]"), "userIdList");
+    }
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("User%5B%5D/id"), "User[]/id");
+        assert_eq!(percent_decode("a%"), "a%");
+        assert_eq!(percent_decode("%é1"), "%é1");
+    }
+}

@@ -1,0 +1,320 @@
+//! The planner's output: a SQL-free description of one SELECT, ready for a dialect to render.
+//!
+//! Two things may carry text that reached us from a client, and both are safe by type: an
+//! [`Ident`] can only be made by the planner from a name found in the schema cache (or an
+//! alias that passed the name grammar), and every client value is a bound [`Value`].
+//! Function names are `&'static str` from the planner's allow-list.
+
+use crate::schema::ColumnKind;
+use apijet_core::Value;
+use std::fmt;
+
+/// An identifier checked by the planner: a schema name or a validated alias.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ident(String);
+
+impl Ident {
+    /// Only the planner creates identifiers, after checking them.
+    pub(crate) fn new(s: impl Into<String>) -> Ident {
+        Ident(s.into())
+    }
+
+    /// The identifier text (unquoted).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Ident {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A value expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// `table.column` (the qualifier is the table's alias in this statement).
+    Column {
+        /// The table alias, when the statement has joins.
+        table: Option<Ident>,
+        /// The column.
+        name: Ident,
+        /// Its kind, where known (lets dialects cast for regex, JSON…).
+        kind: ColumnKind,
+    },
+    /// A reference to a select-list alias (ORDER BY, HAVING on engines that allow it).
+    Alias(Ident),
+    /// A bound value.
+    Value(Value),
+    /// `*` (only inside `count(*)`).
+    Star,
+    /// `name(args)` for an allow-listed function.
+    Func {
+        /// The function name from the allow-list.
+        name: &'static str,
+        /// Arguments.
+        args: Vec<Expr>,
+        /// `DISTINCT` before the first argument (`count(DISTINCT x)`).
+        distinct: bool,
+    },
+    /// String length of an expression.
+    TextLength(Box<Expr>),
+    /// JSON array length of an expression.
+    JsonLength(Box<Expr>),
+    /// `lhs <op> rhs` arithmetic.
+    Arith {
+        /// Left side.
+        lhs: Box<Expr>,
+        /// Operator.
+        op: ArithOp,
+        /// Right side.
+        rhs: Box<Expr>,
+    },
+    /// `CAST(expr AS type)` with a type from the allow-list.
+    Cast(Box<Expr>, CastType),
+}
+
+/// Arithmetic operators allowed in `{}` expressions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Mod,
+}
+
+/// Types allowed in `@cast`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CastType {
+    /// DATE
+    Date,
+    /// TIMESTAMP / DATETIME
+    Timestamp,
+    /// TIME
+    Time,
+    /// signed integer
+    Integer,
+    /// decimal
+    Decimal,
+    /// text
+    Text,
+}
+
+/// Comparison operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `=`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+}
+
+impl CmpOp {
+    /// The SQL spelling.
+    pub fn sql(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "=",
+            CmpOp::Ne => "!=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+        }
+    }
+}
+
+/// A boolean condition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pred {
+    /// All must hold (empty = true).
+    And(Vec<Pred>),
+    /// Any must hold (empty = false).
+    Or(Vec<Pred>),
+    /// Negation.
+    Not(Box<Pred>),
+    /// `lhs op rhs`.
+    Cmp(Expr, CmpOp, Expr),
+    /// `lhs IN (values)`.
+    In(Expr, Vec<Value>),
+    /// `lhs IN (subquery)`.
+    InSelect(Expr, Box<Select>),
+    /// `lhs op [ANY|ALL] (subquery)`.
+    CmpSelect(Expr, CmpOp, Option<Quantifier>, Box<Select>),
+    /// `EXISTS (subquery)`.
+    Exists(Box<Select>),
+    /// `lhs LIKE pattern` (case-insensitive on every engine, as MySQL's default collation).
+    Like(Expr, Value),
+    /// Regular expression match.
+    Regex {
+        /// The subject.
+        lhs: Expr,
+        /// The pattern.
+        pattern: Value,
+        /// `*~`
+        case_insensitive: bool,
+    },
+    /// `lhs BETWEEN lo AND hi`.
+    Between(Expr, Value, Value),
+    /// `lhs IS NULL`.
+    IsNull(Expr),
+    /// The JSON array in `lhs` contains the JSON value (given as JSON text).
+    JsonContains(Expr, String),
+}
+
+/// `ANY` / `ALL` before a subquery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantifier {
+    /// `ANY`
+    Any,
+    /// `ALL`
+    All,
+}
+
+/// One item of the select list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectItem {
+    /// The expression.
+    pub expr: Expr,
+    /// The output name (`AS alias`), always set so the row decoder knows each column's key.
+    pub alias: Ident,
+}
+
+/// What a SELECT reads from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A table of the schema.
+    Table(Ident),
+    /// A subquery.
+    Select(Box<Select>),
+}
+
+/// Join kinds that become SQL joins (protocol §12.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// `INNER JOIN`
+    Inner,
+    /// `LEFT JOIN`
+    Left,
+    /// `RIGHT JOIN`
+    Right,
+}
+
+/// `JOIN source AS alias ON on`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Join {
+    /// Kind.
+    pub kind: JoinKind,
+    /// Joined source.
+    pub source: Source,
+    /// Its alias.
+    pub alias: Ident,
+    /// ON condition.
+    pub on: Pred,
+}
+
+/// Sort direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Ascending.
+    Asc,
+    /// Descending.
+    Desc,
+    /// The engine's default.
+    Default,
+}
+
+/// One ORDER BY item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OrderItem {
+    /// An expression and its direction.
+    By(Expr, Direction),
+    /// `rand()` (each dialect spells it its own way).
+    Random,
+}
+
+/// A complete SELECT.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Select {
+    /// `DISTINCT`
+    pub distinct: bool,
+    /// Select list; never empty.
+    pub columns: Vec<SelectItem>,
+    /// FROM source.
+    pub source: Source,
+    /// Alias of the FROM source.
+    pub alias: Ident,
+    /// Joins.
+    pub joins: Vec<Join>,
+    /// WHERE (None = no WHERE).
+    pub filter: Option<Pred>,
+    /// GROUP BY.
+    pub group: Vec<Expr>,
+    /// HAVING.
+    pub having: Option<Pred>,
+    /// ORDER BY.
+    pub order: Vec<OrderItem>,
+    /// LIMIT.
+    pub limit: Option<u64>,
+    /// OFFSET.
+    pub offset: u64,
+}
+
+impl Select {
+    /// `SELECT count(*) AS count FROM (self without paging)` — totals and compat counts.
+    pub fn count_wrapped(&self) -> Select {
+        let mut inner = self.clone();
+        inner.limit = None;
+        inner.offset = 0;
+        inner.order.clear();
+        Select {
+            distinct: false,
+            columns: vec![count_star()],
+            source: Source::Select(Box::new(inner)),
+            alias: Ident::new("t"),
+            joins: Vec::new(),
+            filter: None,
+            group: Vec::new(),
+            having: None,
+            order: Vec::new(),
+            limit: None,
+            offset: 0,
+        }
+    }
+
+    /// The same query counting rows instead of returning them (no paging, no order).
+    pub fn count_plain(&self) -> Select {
+        let mut s = self.clone();
+        s.columns = vec![count_star()];
+        s.distinct = false;
+        s.limit = None;
+        s.offset = 0;
+        s.order.clear();
+        s
+    }
+}
+
+fn count_star() -> SelectItem {
+    SelectItem {
+        expr: Expr::Func {
+            name: "count",
+            args: vec![Expr::Star],
+            distinct: false,
+        },
+        alias: Ident::new("count"),
+    }
+}

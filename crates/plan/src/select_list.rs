@@ -1,0 +1,309 @@
+//! `@column`, `@order`, `@group`, `@having`, `@key` and `@cast` (protocol §4.3).
+
+use crate::expr::{Names, Parser};
+use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
+use crate::schema::{ColumnKind, Table};
+use crate::PlanError;
+use apijet_request::is_name;
+use std::collections::HashMap;
+
+/// Resolves names against one table (or a FROM subquery's output), its `@key` aliases and,
+/// for HAVING and ORDER BY, its select-list aliases.
+pub(crate) struct TableNames<'a> {
+    pub table: &'a Table,
+    /// Output names of a FROM subquery, when the object selects from one.
+    pub subquery_columns: Option<Vec<String>>,
+    pub qualifier: Ident,
+    pub keys: HashMap<String, Expr>,
+    pub select_aliases: Vec<(String, Expr)>,
+    /// Select-list aliases resolve to their expressions (HAVING on engines that cannot see
+    /// output names) or to the alias itself (ORDER BY).
+    pub alias_as_expr: bool,
+}
+
+impl TableNames<'_> {
+    /// A real column of the table (or subquery) as an expression.
+    pub fn column(&self, name: &str) -> Option<Expr> {
+        let kind = match &self.subquery_columns {
+            Some(cols) => cols
+                .iter()
+                .any(|c| c == name)
+                .then_some(ColumnKind::Other)?,
+            None => self.table.column(name)?.kind,
+        };
+        Some(Expr::Column {
+            table: Some(self.qualifier.clone()),
+            name: Ident::new(name),
+            kind,
+        })
+    }
+}
+
+impl Names for TableNames<'_> {
+    fn resolve(&self, name: &str) -> Result<Expr, PlanError> {
+        if let Some(e) = self.keys.get(name) {
+            return Ok(e.clone());
+        }
+        if let Some(e) = self.column(name) {
+            return Ok(e);
+        }
+        if let Some((_, e)) = self.select_aliases.iter().find(|(a, _)| a == name) {
+            return Ok(if self.alias_as_expr {
+                e.clone()
+            } else {
+                Expr::Alias(Ident::new(name))
+            });
+        }
+        Err(PlanError::UnknownColumn {
+            table: self.table.api_name.clone(),
+            column: name.to_string(),
+        })
+    }
+}
+
+/// A parsed `@column`.
+pub(crate) struct ColumnList {
+    pub items: Vec<SelectItem>,
+    pub distinct: bool,
+}
+
+fn is_aggregate(e: &Expr) -> bool {
+    matches!(e, Expr::Func { name, .. } if matches!(*name, "count" | "sum" | "max" | "min" | "avg"))
+}
+
+/// Whether any select item aggregates (then a missing row still yields one row).
+pub(crate) fn has_aggregate(items: &[SelectItem]) -> bool {
+    items.iter().any(|i| is_aggregate(&i.expr))
+}
+
+fn bad_column(item: &str) -> PlanError {
+    PlanError::Invalid(format!(
+        "@column: '{item}' is not valid; write column, column:alias or function(args):alias, \
+         with one function expression per ';'-separated segment"
+    ))
+}
+
+/// Splits `text` on `sep` outside parentheses and quotes.
+fn split_top(text: &str, sep: char) -> Vec<&str> {
+    let (mut depth, mut quoted, mut start) = (0i32, false, 0);
+    let mut out = Vec::new();
+    for (i, c) in text.char_indices() {
+        match c {
+            '\'' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            c if c == sep && depth == 0 && !quoted => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// Splits `expr:alias` at the last top-level colon.
+fn split_alias(item: &str) -> (&str, Option<&str>) {
+    let mut depth = 0;
+    let mut at = None;
+    for (i, c) in item.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ':' if depth == 0 => at = Some(i),
+            _ => {}
+        }
+    }
+    match at {
+        Some(i) => (&item[..i], Some(&item[i + 1..])),
+        None => (item, None),
+    }
+}
+
+/// Parses `@column`.
+pub(crate) fn columns(text: &str, names: &TableNames<'_>) -> Result<ColumnList, PlanError> {
+    let mut items = Vec::new();
+    let mut distinct = false;
+    for segment in text.split(';') {
+        let segment = segment.trim();
+        if segment.is_empty() {
+            continue;
+        }
+        let pieces = if segment.contains('(') {
+            vec![segment]
+        } else {
+            split_top(segment, ',')
+        };
+        for raw in pieces {
+            let mut item = raw.trim();
+            if items.is_empty() {
+                if let Some(rest) = item.strip_prefix("DISTINCT ") {
+                    distinct = true;
+                    item = rest.trim();
+                }
+            }
+            let (expr_text, alias) = split_alias(item);
+            if let Some(a) = alias {
+                if !is_name(a) {
+                    return Err(bad_column(item));
+                }
+            }
+            if is_name(expr_text) {
+                if expr_text.starts_with('_') {
+                    continue; // hidden columns are never selected
+                }
+                let expr = names.resolve(expr_text)?;
+                items.push(SelectItem {
+                    expr,
+                    alias: Ident::new(alias.unwrap_or(expr_text)),
+                });
+                continue;
+            }
+            if !expr_text.contains('(') {
+                return Err(bad_column(item));
+            }
+            if expr_text.len() > 100 {
+                return Err(PlanError::Forbidden(format!(
+                    "@column: '{expr_text}' is longer than 100 characters"
+                )));
+            }
+            let mut p = Parser::new(expr_text, names)?;
+            let expr = p.expr()?;
+            if !p.at_end() {
+                return Err(bad_column(item));
+            }
+            items.push(SelectItem {
+                expr,
+                alias: Ident::new(alias.unwrap_or(expr_text)),
+            });
+        }
+    }
+    if items.is_empty() {
+        return Err(PlanError::Invalid(format!(
+            "@column: '{text}' selects no column"
+        )));
+    }
+    Ok(ColumnList { items, distinct })
+}
+
+/// Parses `@order`: `name-`, `name+`, `name`, `rand()`, comma-separated, no spaces.
+pub(crate) fn order(text: &str, names: &TableNames<'_>) -> Result<Vec<OrderItem>, PlanError> {
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        if item.eq_ignore_ascii_case("rand()") {
+            out.push(OrderItem::Random);
+            continue;
+        }
+        let (name, dir) = if let Some(n) = item.strip_suffix('-') {
+            (n, Direction::Desc)
+        } else if let Some(n) = item.strip_suffix('+') {
+            (n, Direction::Asc)
+        } else {
+            (item, Direction::Default)
+        };
+        if !is_name(name) {
+            return Err(PlanError::Invalid(format!(
+                "@order: '{item}' is not valid; each item must be rand() or a column name \
+                 optionally followed by + or -"
+            )));
+        }
+        out.push(OrderItem::By(names.resolve(name)?, dir));
+    }
+    Ok(out)
+}
+
+/// Parses `@group`: plain names.
+pub(crate) fn group(text: &str, names: &TableNames<'_>) -> Result<Vec<Expr>, PlanError> {
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let item = item.trim();
+        if !is_name(item) {
+            return Err(PlanError::Invalid(format!(
+                "@group: '{item}' is not a column name"
+            )));
+        }
+        out.push(names.resolve(item)?);
+    }
+    Ok(out)
+}
+
+/// Parses `@having` (items OR-ed) or `@having&` (AND-ed); every item needs a function call
+/// or a parenthesised name, as the reference requires since 5.0.
+pub(crate) fn having(text: &str, and: bool, names: &TableNames<'_>) -> Result<Pred, PlanError> {
+    let mut preds = Vec::new();
+    for item in text.split(';') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        if !item.contains('(') {
+            return Err(PlanError::Invalid(format!(
+                "@having: '{item}' contains no SQL function; write fun(col)>0 or (alias)>0"
+            )));
+        }
+        let mut p = Parser::new(item, names)?;
+        let l = p.expr()?;
+        let op = p.take_cmp()?;
+        let r = p.expr()?;
+        if !p.at_end() {
+            return Err(PlanError::Invalid(format!(
+                "@having: '{item}' is not valid"
+            )));
+        }
+        preds.push(Pred::Cmp(l, op, r));
+    }
+    Ok(if and {
+        Pred::And(preds)
+    } else {
+        Pred::Or(preds)
+    })
+}
+
+/// Parses `@key`: `"alias:expr;alias2:(col)"`.
+pub(crate) fn keys(text: &str, names: &TableNames<'_>) -> Result<HashMap<String, Expr>, PlanError> {
+    let mut out = HashMap::new();
+    for item in text.split(';') {
+        let (alias, expr_text) = item
+            .split_once(':')
+            .filter(|(a, _)| is_name(a.trim()))
+            .ok_or_else(|| {
+                PlanError::Invalid(format!("@key: '{item}' must be alias:expression"))
+            })?;
+        let mut p = Parser::new(expr_text.trim(), names)?;
+        let e = p.expr()?;
+        out.insert(alias.trim().to_string(), e);
+    }
+    Ok(out)
+}
+
+/// Parses `@cast`: `"key:TYPE,…"` keyed by the full condition key.
+pub(crate) fn casts(text: &str) -> Result<HashMap<String, CastType>, PlanError> {
+    let mut out = HashMap::new();
+    for item in text.split(',') {
+        let Some((key, ty)) = item.rsplit_once(':') else {
+            return Err(PlanError::Invalid(format!(
+                "@cast: '{item}' must be key:TYPE"
+            )));
+        };
+        let t = match ty.trim().to_ascii_uppercase().as_str() {
+            "DATE" => CastType::Date,
+            "DATETIME" | "TIMESTAMP" => CastType::Timestamp,
+            "TIME" => CastType::Time,
+            "SIGNED" | "INTEGER" | "INT" | "BIGINT" => CastType::Integer,
+            "DECIMAL" | "NUMERIC" => CastType::Decimal,
+            "CHAR" | "VARCHAR" | "TEXT" => CastType::Text,
+            other => {
+                return Err(PlanError::WrongType(format!(
+                    "@cast: type {other} is not supported"
+                )))
+            }
+        };
+        out.insert(key.trim().to_string(), t);
+    }
+    Ok(out)
+}

@@ -1,0 +1,592 @@
+//! One table object → a [`TablePlan`]: everything about its query that does not depend on
+//! other objects' results. References (`k@`) are resolved later, per execution, by
+//! [`TablePlan::select`], because their values exist only once earlier objects have run.
+
+use crate::combine::{self, Combine};
+use crate::condition::{self, Outcome};
+use crate::query::{
+    CastType, CmpOp, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
+};
+use crate::schema::Table;
+use crate::select_list::{self, TableNames};
+use crate::{access, Ctx, PlanError};
+use apijet_core::Role;
+use apijet_request::{ConditionKey, Logic, Op, SubqueryObject, TableEntry, TableObject};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where a condition's value comes from.
+#[derive(Debug, Clone)]
+pub enum Operand {
+    /// The value in the request.
+    Literal(Json),
+    /// A path to another object's result, resolved at execution.
+    Ref(String),
+    /// A subquery.
+    Subquery(Box<Select>, Option<Quantifier>),
+}
+
+/// A condition of a table object.
+#[derive(Debug, Clone)]
+pub struct CondSpec {
+    /// The key as parsed.
+    pub key: ConditionKey,
+    /// The left side (column, `@key` expression, length of a column).
+    pub lhs: Expr,
+    /// The value.
+    pub operand: Operand,
+}
+
+/// The static plan of one table object.
+#[derive(Debug, Clone)]
+pub struct TablePlan {
+    /// The table.
+    pub table: Arc<Table>,
+    /// Its alias in SQL (the table key's alias, else its API name).
+    pub alias: Ident,
+    /// Select list.
+    pub columns: Vec<SelectItem>,
+    /// `DISTINCT`.
+    pub distinct: bool,
+    /// The select list aggregates.
+    pub aggregate: bool,
+    /// Output names to answer as JSON (`@json` plus the schema's JSON columns).
+    pub json_outputs: Vec<String>,
+    /// Conditions in request order.
+    pub conds: Vec<CondSpec>,
+    /// `@combine`.
+    pub combine: Option<Combine>,
+    /// GROUP BY.
+    pub group: Vec<Expr>,
+    /// HAVING.
+    pub having: Option<Pred>,
+    /// ORDER BY.
+    pub order: Vec<OrderItem>,
+    /// `@from@`.
+    pub from: Option<Box<Select>>,
+    /// `@cast` by condition key.
+    pub casts: HashMap<String, CastType>,
+    /// `@explain`.
+    pub explain: bool,
+    /// `@drop`.
+    pub drop: bool,
+    /// The role the object runs as.
+    pub role: Role,
+    /// Predicates the role adds (OWNER, CONTACT, CIRCLE).
+    pub role_filter: Option<Pred>,
+    /// Unknown `@x` keywords and echoed objects, answered as sent.
+    pub echoes: Vec<(String, Json)>,
+}
+
+fn text_of(v: &Json) -> Option<String> {
+    match v {
+        Json::String(s) => Some(s.clone()),
+        Json::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
+
+impl TablePlan {
+    /// Plans a table object for `ctx.method`.
+    pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        let kw = |name: &str| {
+            obj.entries.iter().find_map(|e| match e {
+                TableEntry::Keyword { name: n, value } if n == name => Some(value),
+                _ => None,
+            })
+        };
+        let role_value = kw("role").or(ctx.global_role);
+        let (table, role) = access::check(&obj.key.table, role_value, ctx)?;
+        let alias = Ident::new(obj.key.sql_alias());
+
+        let named = |name: &str| ctx.subqueries.and_then(|m| m.get(name)).cloned();
+        let from = match obj.entries.iter().find_map(|e| match e {
+            TableEntry::FromSubquery(sq) => Some(sq),
+            _ => None,
+        }) {
+            Some(sq) => Some(Box::new(plan_subquery(sq, ctx)?)),
+            None => match kw("from@").and_then(Json::as_str) {
+                Some(name) => Some(Box::new(named(name).ok_or_else(|| {
+                    PlanError::Invalid(format!("@from@:'{name}' names no subquery defined before"))
+                })?)),
+                None => None,
+            },
+        };
+        let mut names = TableNames {
+            table: &table,
+            subquery_columns: from.as_ref().map(|s| {
+                s.columns
+                    .iter()
+                    .map(|c| c.alias.as_str().to_string())
+                    .collect()
+            }),
+            qualifier: alias.clone(),
+            keys: HashMap::new(),
+            select_aliases: Vec::new(),
+            alias_as_expr: false,
+        };
+        if let Some(k) = kw("key").and_then(text_of) {
+            if !ctx.method.is_public() {
+                return Err(PlanError::Forbidden(
+                    "@key is not allowed in private requests".into(),
+                ));
+            }
+            names.keys = select_list::keys(&k, &names)?;
+        }
+
+        let (columns, distinct) = match kw("column").and_then(text_of) {
+            Some(text) => {
+                let list = select_list::columns(&text, &names)?;
+                (list.items, list.distinct)
+            }
+            None => (default_columns(&names), false),
+        };
+        names.select_aliases = columns
+            .iter()
+            .map(|c| (c.alias.as_str().to_string(), c.expr.clone()))
+            .collect();
+        let aggregate = select_list::has_aggregate(&columns);
+
+        let order = match kw("order").and_then(text_of) {
+            Some(t) => select_list::order(&t, &names)?,
+            None => Vec::new(),
+        };
+        let group = match kw("group").and_then(text_of) {
+            Some(t) => select_list::group(&t, &names)?,
+            None => Vec::new(),
+        };
+        names.alias_as_expr = true;
+        let having = match (
+            kw("having").and_then(text_of),
+            kw("having&").and_then(text_of),
+        ) {
+            (Some(t), _) => Some(select_list::having(&t, false, &names)?),
+            (None, Some(t)) => Some(select_list::having(&t, true, &names)?),
+            _ => None,
+        };
+        names.alias_as_expr = false;
+
+        let mut json_outputs: Vec<String> = columns
+            .iter()
+            .filter(|c| {
+                matches!(
+                    &c.expr,
+                    Expr::Column {
+                        kind: crate::schema::ColumnKind::Json,
+                        ..
+                    }
+                )
+            })
+            .map(|c| c.alias.as_str().to_string())
+            .collect();
+        if let Some(t) = kw("json").and_then(text_of) {
+            json_outputs.extend(t.split(',').map(|s| s.trim().to_string()));
+        }
+        let casts = match kw("cast").and_then(text_of) {
+            Some(t) => select_list::casts(&t)?,
+            None => HashMap::new(),
+        };
+        let stringify: Vec<String> = kw("string")
+            .and_then(text_of)
+            .map(|t| t.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let trim: Vec<String> = kw("trim")
+            .and_then(text_of)
+            .map(|t| t.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+
+        let explain = kw("explain")
+            .and_then(Json::as_bool)
+            .unwrap_or(ctx.global_explain);
+        if explain && !ctx.options.debug {
+            return Err(PlanError::Forbidden(
+                "@explain is only available in debug mode".into(),
+            ));
+        }
+
+        let mut conds = Vec::new();
+        let mut echoes = Vec::new();
+        for entry in &obj.entries {
+            match entry {
+                TableEntry::Condition { key, value } => {
+                    let mut value = value.clone();
+                    if stringify.iter().any(|k| k == &key.raw) && !value.is_string() {
+                        value = Json::String(value.to_string());
+                    }
+                    if trim.iter().any(|k| k == &key.raw) {
+                        if let Json::String(s) = &value {
+                            value = Json::String(s.trim().to_string());
+                        }
+                    }
+                    conds.push(CondSpec {
+                        lhs: lhs_of(key, &names)?,
+                        key: key.clone(),
+                        operand: Operand::Literal(value),
+                    });
+                }
+                TableEntry::RefCondition { key, path } => conds.push(CondSpec {
+                    lhs: lhs_of(key, &names)?,
+                    key: key.clone(),
+                    operand: match named(path) {
+                        Some(sub) => Operand::Subquery(Box::new(sub), None),
+                        None => Operand::Ref(path.clone()),
+                    },
+                }),
+                TableEntry::SubqueryCondition { key, subquery } => {
+                    let sub = plan_subquery(subquery, ctx)?;
+                    let range = match &subquery.range {
+                        None => None,
+                        Some(v) => match v.as_str() {
+                            Some("ANY") => Some(Quantifier::Any),
+                            Some("ALL") => Some(Quantifier::All),
+                            _ => {
+                                return Err(PlanError::Invalid(format!(
+                                    "{}: range must be ANY or ALL",
+                                    key.raw
+                                )))
+                            }
+                        },
+                    };
+                    let lhs = if key.op == Op::Exists {
+                        Expr::Star
+                    } else {
+                        lhs_of(key, &names)?
+                    };
+                    conds.push(CondSpec {
+                        lhs,
+                        key: key.clone(),
+                        operand: Operand::Subquery(Box::new(sub), range),
+                    });
+                }
+                TableEntry::Keyword { name, value } if !is_known_keyword(name) => {
+                    echoes.push((format!("@{name}"), value.clone()))
+                }
+                TableEntry::Echo { key, value } => echoes.push((key.clone(), value.clone())),
+                _ => {}
+            }
+        }
+
+        let combine = match kw("combine").and_then(text_of) {
+            Some(t) => {
+                let c = combine::parse(&t)?;
+                for k in c.keys() {
+                    if FORCED_KEYS.contains(&k) {
+                        return Err(PlanError::Forbidden(format!(
+                            "@combine:'{t}' must not name {k}: id, id{{}}, userId and \
+                             userId{{}} are always AND-ed"
+                        )));
+                    }
+                    if !conds.iter().any(|c| c.key.raw == k) {
+                        return Err(PlanError::Invalid(format!(
+                            "@combine:'{t}' names '{k}', but the object has no condition {k}"
+                        )));
+                    }
+                }
+                Some(c)
+            }
+            None => None,
+        };
+        let role_filter = access::role_filter(&table, role, ctx, &alias)?;
+
+        Ok(TablePlan {
+            table,
+            alias,
+            columns,
+            distinct,
+            aggregate,
+            json_outputs,
+            conds,
+            combine,
+            group,
+            having,
+            order,
+            from,
+            casts,
+            explain,
+            drop: kw("drop").and_then(Json::as_bool).unwrap_or(false),
+            role,
+            role_filter,
+            echoes,
+        })
+    }
+
+    /// The concrete query once references are known; `None` when the object cannot match
+    /// (a null reference, `id` ≤ 0, an empty `id{}` list): no SQL runs and its key is omitted.
+    pub fn select(
+        &self,
+        resolve: &mut dyn FnMut(&str) -> Option<Json>,
+    ) -> Result<Option<Select>, PlanError> {
+        self.build(Some(resolve))
+    }
+
+    /// The query without its reference conditions: the vice side of a SQL join, whose
+    /// references become the ON clause instead.
+    pub fn select_without_refs(&self) -> Result<Option<Select>, PlanError> {
+        self.build(None)
+    }
+
+    fn build(&self, mut resolve: Option<Resolver<'_>>) -> Result<Option<Select>, PlanError> {
+        let names = TableNames {
+            table: &self.table,
+            subquery_columns: None,
+            qualifier: self.alias.clone(),
+            keys: HashMap::new(),
+            select_aliases: Vec::new(),
+            alias_as_expr: false,
+        };
+        let mut forced = Vec::new();
+        let mut plain = Vec::new();
+        let mut by_key: HashMap<&str, Pred> = HashMap::new();
+        for c in &self.conds {
+            let value = match &c.operand {
+                Operand::Subquery(sub, range) => Resolved::Pred(subquery_pred(c, sub, *range)?),
+                Operand::Ref(path) => match resolve.as_mut().map(|r| r(path)) {
+                    None => continue,
+                    Some(Some(v)) if !v.is_null() => Resolved::Value(v),
+                    Some(_) => return Ok(None),
+                },
+                Operand::Literal(v) => Resolved::Value(v.clone()),
+            };
+            let pred = match value {
+                Resolved::Pred(pred) => pred,
+                Resolved::Value(value) => {
+                    if c.key.column == "id" && c.key.op == Op::Eq && c.key.logic == Logic::Default {
+                        let gone = match &value {
+                            Json::Number(n) => n.as_f64().is_some_and(|f| f <= 0.0),
+                            Json::String(s) => s.is_empty(),
+                            _ => false,
+                        };
+                        if gone {
+                            return Ok(None);
+                        }
+                    }
+                    match condition::build(&c.key, c.lhs.clone(), &value, &names)? {
+                        Outcome::Pred(p) => p,
+                        Outcome::Skip => continue,
+                        Outcome::NotExist => return Ok(None),
+                    }
+                }
+            };
+            let pred = match self.casts.get(&c.key.raw) {
+                Some(t) => cast_values(pred, *t),
+                None => pred,
+            };
+            if FORCED_KEYS.contains(&c.key.raw.as_str()) {
+                forced.push(pred);
+            } else if self
+                .combine
+                .as_ref()
+                .is_some_and(|cb| cb.keys().contains(&c.key.raw.as_str()))
+            {
+                by_key.insert(&c.key.raw, pred);
+            } else {
+                plain.push(pred);
+            }
+        }
+        let mut all = forced;
+        all.extend(self.role_filter.clone());
+        all.extend(plain);
+        if let Some(cb) = &self.combine {
+            all.push(combine_pred(cb, &by_key));
+        }
+        let source = match &self.from {
+            Some(sub) => Source::Select(sub.clone()),
+            None => Source::Table(Ident::new(self.table.sql_name.clone())),
+        };
+        Ok(Some(Select {
+            distinct: self.distinct,
+            columns: self.columns.clone(),
+            source,
+            alias: self.alias.clone(),
+            joins: Vec::new(),
+            filter: (!all.is_empty()).then_some(Pred::And(all)),
+            group: self.group.clone(),
+            having: self.having.clone(),
+            order: self.order.clone(),
+            limit: None,
+            offset: 0,
+        }))
+    }
+
+    /// The HEAD form of a select: a count with the reference's `@column` quirks (§4.3).
+    pub fn count_select(&self, mut select: Select) -> Select {
+        let count_arg = match self.columns.as_slice() {
+            [only] if !matches!(only.expr, Expr::Func { .. }) && self.columns_explicit() => {
+                only.expr.clone()
+            }
+            _ => Expr::Star,
+        };
+        if !self.group.is_empty() || self.distinct || self.from.is_some() {
+            return select.count_wrapped();
+        }
+        select.columns = vec![SelectItem {
+            expr: Expr::Func {
+                name: "count",
+                args: vec![count_arg],
+                distinct: false,
+            },
+            alias: Ident::new("count"),
+        }];
+        select.order.clear();
+        select
+    }
+
+    fn columns_explicit(&self) -> bool {
+        self.columns.len() == 1 && self.table.columns.len() > 1
+    }
+}
+
+/// Looks up a reference path among earlier results.
+pub type Resolver<'r> = &'r mut dyn FnMut(&str) -> Option<Json>;
+
+/// A condition's value once references are looked up.
+enum Resolved {
+    Pred(Pred),
+    Value(Json),
+}
+
+fn subquery_pred(c: &CondSpec, sub: &Select, range: Option<Quantifier>) -> Result<Pred, PlanError> {
+    let sub = Box::new(sub.clone());
+    let not = c.key.logic == Logic::Not;
+    let p = match c.key.op {
+        Op::Exists => Pred::Exists(sub),
+        Op::In => Pred::InSelect(c.lhs.clone(), sub),
+        Op::Eq => Pred::CmpSelect(
+            c.lhs.clone(),
+            if not { CmpOp::Ne } else { CmpOp::Eq },
+            range,
+            sub,
+        ),
+        Op::Gt => Pred::CmpSelect(c.lhs.clone(), CmpOp::Gt, range, sub),
+        Op::Ge => Pred::CmpSelect(c.lhs.clone(), CmpOp::Ge, range, sub),
+        Op::Lt => Pred::CmpSelect(c.lhs.clone(), CmpOp::Lt, range, sub),
+        Op::Le => Pred::CmpSelect(c.lhs.clone(), CmpOp::Le, range, sub),
+        _ => {
+            return Err(PlanError::Invalid(format!(
+                "{}: this operator cannot take a subquery",
+                c.key.raw
+            )))
+        }
+    };
+    Ok(if not && matches!(c.key.op, Op::Exists | Op::In) {
+        Pred::Not(Box::new(p))
+    } else {
+        p
+    })
+}
+
+fn cast_values(pred: Pred, t: CastType) -> Pred {
+    match pred {
+        Pred::Cmp(l, op, Expr::Value(v)) => {
+            Pred::Cmp(l, op, Expr::Cast(Box::new(Expr::Value(v)), t))
+        }
+        other => other,
+    }
+}
+
+fn combine_pred(cb: &Combine, by_key: &HashMap<&str, Pred>) -> Pred {
+    match cb {
+        Combine::Key(k) => by_key
+            .get(k.as_str())
+            .cloned()
+            .unwrap_or(Pred::And(Vec::new())),
+        Combine::Not(c) => Pred::Not(Box::new(combine_pred(c, by_key))),
+        Combine::And(cs) => Pred::And(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
+        Combine::Or(cs) => Pred::Or(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
+    }
+}
+
+fn lhs_of(key: &ConditionKey, names: &TableNames<'_>) -> Result<Expr, PlanError> {
+    use apijet_request::LengthFn;
+    let base = if let Some(e) = names.keys.get(&key.column) {
+        e.clone()
+    } else {
+        names
+            .column(&key.column)
+            .ok_or_else(|| PlanError::UnknownColumn {
+                table: names.table.api_name.clone(),
+                column: key.column.clone(),
+            })?
+    };
+    Ok(match key.length {
+        Some(LengthFn::Text) => Expr::TextLength(Box::new(base)),
+        Some(LengthFn::Json) => Expr::JsonLength(Box::new(base)),
+        None => base,
+    })
+}
+
+fn default_columns(names: &TableNames<'_>) -> Vec<SelectItem> {
+    let cols: Vec<String> = match &names.subquery_columns {
+        Some(c) => c.clone(),
+        None => names.table.columns.iter().map(|c| c.name.clone()).collect(),
+    };
+    cols.iter()
+        .filter(|c| !c.starts_with('_'))
+        .filter_map(|c| {
+            names.column(c).map(|expr| SelectItem {
+                expr,
+                alias: Ident::new(c.clone()),
+            })
+        })
+        .collect()
+}
+
+fn is_known_keyword(name: &str) -> bool {
+    matches!(
+        name,
+        "column"
+            | "order"
+            | "group"
+            | "having"
+            | "having&"
+            | "combine"
+            | "key"
+            | "raw"
+            | "json"
+            | "null"
+            | "cast"
+            | "string"
+            | "trim"
+            | "role"
+            | "database"
+            | "schema"
+            | "datasource"
+            | "namespace"
+            | "catalog"
+            | "explain"
+            | "cache"
+            | "try"
+            | "drop"
+            | "method"
+            | "from@"
+    )
+}
+
+/// Plans a subquery object into a complete SELECT (literal conditions only).
+pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
+    use apijet_request::Node;
+    let table = sq
+        .items
+        .members
+        .iter()
+        .find_map(|m| match &m.node {
+            Node::Table(t) if sq.from.as_deref().is_none_or(|f| f == m.key) => Some(t),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            PlanError::Invalid("a subquery needs a table object named by from".into())
+        })?;
+    let plan = TablePlan::new(table, ctx)?;
+    let mut no_refs = |_: &str| None;
+    let mut select = plan.select(&mut no_refs)?.ok_or_else(|| {
+        PlanError::Invalid("a subquery's conditions cannot use references".into())
+    })?;
+    if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {
+        select.limit = Some(c);
+        select.offset = sq.page.as_ref().and_then(Json::as_u64).unwrap_or(0) * c;
+    }
+    Ok(select)
+}

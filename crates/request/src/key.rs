@@ -1,0 +1,341 @@
+//! The key grammar of protocol §3.2 and §5.1: which keys name tables, arrays, conditions.
+
+use crate::RequestError;
+
+/// `Table` or `Table:alias`: a key whose first character is an upper-case ASCII letter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableKey {
+    /// The API table name (before `:`).
+    pub table: String,
+    /// The alias after `:`, if any.
+    pub alias: Option<String>,
+}
+
+impl TableKey {
+    /// Parses `Table` / `Table:alias`; `None` when the key is not a table key.
+    pub fn parse(key: &str) -> Option<TableKey> {
+        if !is_table_key(key) {
+            return None;
+        }
+        Some(match key.split_once(':') {
+            Some((t, a)) => TableKey {
+                table: t.to_string(),
+                alias: Some(a.to_string()),
+            },
+            None => TableKey {
+                table: key.to_string(),
+                alias: None,
+            },
+        })
+    }
+
+    /// The name the table is known by inside its SQL statement: the alias, else the table.
+    pub fn sql_alias(&self) -> &str {
+        self.alias.as_deref().unwrap_or(&self.table)
+    }
+}
+
+/// `^[A-Z][0-9A-Za-z_.:]*$` (JSONMap.isTableKey).
+pub fn is_table_key(key: &str) -> bool {
+    let mut chars = key.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_uppercase())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == ':')
+}
+
+/// `^[A-Za-z_][0-9A-Za-z_]*$`: a plain column or identifier name.
+pub fn is_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What an array key (`[]`, `Table[]`, `Table-key[]`, `key:alias[]`) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayKey {
+    /// The text before `[]` (empty for `[]`), without any `:alias`.
+    pub name: String,
+    /// For `Table[]`: the table whose rows are the items (unwrapped).
+    pub table: Option<String>,
+    /// For `Table-a-b[]`: the path `a/b` inside the table row to extract per item.
+    pub extract: Vec<String>,
+}
+
+impl ArrayKey {
+    /// Parses a key ending in `[]`; `None` for other keys.
+    pub fn parse(key: &str) -> Option<ArrayKey> {
+        let name = key.strip_suffix("[]")?;
+        let name = name.split_once(':').map_or(name, |(n, _)| n).to_string();
+        let mut parts = name.split('-');
+        let first = parts.next().unwrap_or_default();
+        let table = is_table_key(first).then(|| first.to_string());
+        let extract = if table.is_some() {
+            parts.map(str::to_string).collect()
+        } else {
+            Vec::new()
+        };
+        Some(ArrayKey {
+            name,
+            table,
+            extract,
+        })
+    }
+}
+
+/// The operator at the end of a condition key (protocol §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `k` — equality (or `!=` with the `!` logic).
+    Eq,
+    /// `k{}` — IN list, or a range/expression string.
+    In,
+    /// `k}{` — EXISTS subquery.
+    Exists,
+    /// `k<>` — JSON array contains.
+    Contains,
+    /// `k$` — LIKE with the client's own wildcards.
+    Like,
+    /// `k%$`, `k?%$`, `k%?$`, `k_$` … — LIKE with escaped value and added wildcards.
+    LikeWrapped {
+        /// The wildcard added before the value (`%`, `_` or none).
+        left: Option<char>,
+        /// The wildcard added after the value.
+        right: Option<char>,
+    },
+    /// `k~` / `k*~` — regular expression (case-insensitive with `*`).
+    Regex {
+        /// `*~`
+        case_insensitive: bool,
+    },
+    /// `k%` — BETWEEN.
+    Between,
+    /// `k>`
+    Gt,
+    /// `k>=`
+    Ge,
+    /// `k<`
+    Lt,
+    /// `k<=`
+    Le,
+}
+
+/// `&`, `|` or `!` before the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logic {
+    /// No logic character: the operator's default (OR for lists).
+    Default,
+    /// `&` — every item must match.
+    And,
+    /// `|` — any item may match.
+    Or,
+    /// `!` — negation.
+    Not,
+}
+
+/// `[` or `{` right after the column name: apply a length function first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthFn {
+    /// `k[…`: string length.
+    Text,
+    /// `k{…`: JSON array length.
+    Json,
+}
+
+/// A parsed condition key such as `name!~`, `id{}@`, `contactIdList{{}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionKey {
+    /// The key exactly as the client sent it (used by `@combine`, `@cast`, messages).
+    pub raw: String,
+    /// The column (or `@key` alias) name.
+    pub column: String,
+    /// Length function applied to the column.
+    pub length: Option<LengthFn>,
+    /// Logic character.
+    pub logic: Logic,
+    /// Operator.
+    pub op: Op,
+    /// Ends in `@`: the value is a reference path or a subquery.
+    pub reference: bool,
+}
+
+impl ConditionKey {
+    /// Parses a condition key from the end, as the reference does (AbstractSQLConfig.gainRealKey).
+    pub fn parse(raw: &str) -> Result<ConditionKey, RequestError> {
+        let bad = |reason: &str| RequestError::BadKey {
+            key: raw.to_string(),
+            reason: reason.to_string(),
+        };
+        let mut rest = raw;
+        let reference = if let Some(r) = rest.strip_suffix('@') {
+            rest = r;
+            true
+        } else {
+            false
+        };
+        let (op, body) = split_op(rest);
+        let mut body = body;
+        let logic = match body.chars().last() {
+            Some('&') => Logic::And,
+            Some('|') => Logic::Or,
+            Some('!') => Logic::Not,
+            _ => Logic::Default,
+        };
+        if logic != Logic::Default {
+            body = &body[..body.len() - 1];
+        }
+        let length = match body.chars().last() {
+            Some('[') => Some(LengthFn::Text),
+            Some('{') => Some(LengthFn::Json),
+            _ => None,
+        };
+        if length.is_some() {
+            body = &body[..body.len() - 1];
+        }
+        if !is_name(body) {
+            return Err(bad("not a valid column name"));
+        }
+        if matches!(op, Op::Gt | Op::Ge | Op::Lt | Op::Le) && logic != Logic::Default {
+            return Err(RequestError::LogicWithComparison {
+                key: raw.to_string(),
+            });
+        }
+        Ok(ConditionKey {
+            raw: raw.to_string(),
+            column: body.to_string(),
+            length,
+            logic,
+            op,
+            reference,
+        })
+    }
+}
+
+/// Splits the operator suffix off a key (without its trailing `@`).
+fn split_op(key: &str) -> (Op, &str) {
+    for (suffix, op) in [
+        ("{}", Op::In),
+        ("}{", Op::Exists),
+        ("<>", Op::Contains),
+        (">=", Op::Ge),
+        ("<=", Op::Le),
+        (
+            "*~",
+            Op::Regex {
+                case_insensitive: true,
+            },
+        ),
+        (
+            "~",
+            Op::Regex {
+                case_insensitive: false,
+            },
+        ),
+        (">", Op::Gt),
+        ("<", Op::Lt),
+    ] {
+        if let Some(body) = key.strip_suffix(suffix) {
+            return (op, body);
+        }
+    }
+    if let Some(body) = key.strip_suffix('$') {
+        // Two placeholder characters before `$` (`%`, `_` or `?` for none) select the wrapped
+        // form: `%$` alone means both sides `%`.
+        let b = body.as_bytes();
+        let wild = |c: u8| matches!(c, b'%' | b'_' | b'?');
+        let to_opt = |c: u8| (c != b'?').then_some(c as char);
+        if b.len() >= 2 && wild(b[b.len() - 1]) && wild(b[b.len() - 2]) {
+            let (l, r) = (b[b.len() - 2], b[b.len() - 1]);
+            return (
+                Op::LikeWrapped {
+                    left: to_opt(l),
+                    right: to_opt(r),
+                },
+                &body[..body.len() - 2],
+            );
+        }
+        if b.last().is_some_and(|&c| c == b'%' || c == b'_') {
+            let c = b[b.len() - 1] as char;
+            return (
+                Op::LikeWrapped {
+                    left: Some(c),
+                    right: Some(c),
+                },
+                &body[..body.len() - 1],
+            );
+        }
+        return (Op::Like, body);
+    }
+    if let Some(body) = key.strip_suffix('%') {
+        return (Op::Between, body);
+    }
+    (Op::Eq, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ck(s: &str) -> ConditionKey {
+        ConditionKey::parse(s).expect(s)
+    }
+
+    #[test]
+    fn condition_keys_parse_from_the_end() {
+        assert_eq!(ck("id{}").op, Op::In);
+        assert_eq!(ck("id!{}").logic, Logic::Not);
+        assert_eq!(ck("id&{}").logic, Logic::And);
+        assert_eq!(ck("name!~").logic, Logic::Not);
+        assert_eq!(
+            ck("name*~").op,
+            Op::Regex {
+                case_insensitive: true
+            }
+        );
+        assert_eq!(ck("contactIdList{{}").length, Some(LengthFn::Json));
+        assert_eq!(ck("name[>").length, Some(LengthFn::Text));
+        assert_eq!(ck("name[>").op, Op::Gt);
+        let r = ck("userId{}@");
+        assert!(r.reference);
+        assert_eq!((r.column.as_str(), r.op), ("userId", Op::In));
+        assert_eq!(
+            ck("name%$").op,
+            Op::LikeWrapped {
+                left: Some('%'),
+                right: Some('%')
+            }
+        );
+        assert_eq!(
+            ck("name?%$").op,
+            Op::LikeWrapped {
+                left: None,
+                right: Some('%')
+            }
+        );
+        assert_eq!(ck("id%").op, Op::Between);
+        assert_eq!(ck("tag!$").op, Op::Like);
+        assert_eq!(ck("name!").logic, Logic::Not);
+        assert_eq!(ck("id}{@").op, Op::Exists);
+    }
+
+    #[test]
+    fn logic_with_comparison_is_rejected() {
+        assert!(matches!(
+            ConditionKey::parse("id!>"),
+            Err(RequestError::LogicWithComparison { .. })
+        ));
+    }
+
+    #[test]
+    fn hostile_keys_are_rejected() {
+        assert!(ConditionKey::parse("id;drop").is_err());
+        assert!(ConditionKey::parse("id or 1=1").is_err());
+    }
+
+    #[test]
+    fn array_keys() {
+        let a = ArrayKey::parse("User-id[]").expect("array");
+        assert_eq!(a.table.as_deref(), Some("User"));
+        assert_eq!(a.extract, ["id"]);
+        assert_eq!(ArrayKey::parse("[]").expect("array").table, None);
+        assert!(ArrayKey::parse("User").is_none());
+    }
+}

@@ -1,0 +1,381 @@
+//! The typed request tree: every key of the client's JSON classified, nothing resolved.
+//!
+//! Classification follows protocol §3: a key is a table, an array, a reference, a subquery, a
+//! function call, a keyword or a plain value by its spelling and its value's JSON type. Whether a
+//! table or column exists is not known here; that is the planner's question.
+
+use crate::key::{is_table_key, ArrayKey, ConditionKey, TableKey};
+use crate::RequestError;
+use serde_json::{Map, Value};
+
+/// A JSON object whose members are parsed in request order: the root, or an array item.
+#[derive(Debug, Clone, Default)]
+pub struct Container {
+    /// Members in request order.
+    pub members: Vec<Member>,
+}
+
+/// One key of a container.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The key exactly as sent; the response uses it verbatim.
+    pub key: String,
+    /// What the key asks for.
+    pub node: Node,
+}
+
+/// What a container member asks for.
+#[derive(Debug, Clone)]
+pub enum Node {
+    /// `"Table": {…}`
+    Table(TableObject),
+    /// `"key[]": {…}`
+    Array(Box<ArrayObject>),
+    /// `"name@": "path"` — answered under `name`.
+    Reference(String),
+    /// `"name@": {…}` — a named subquery, usable as a reference target.
+    Subquery(Box<SubqueryObject>),
+    /// `"name()": "fn(args)"` and its `-()`/`+()` variants.
+    Function(String),
+    /// Any other value: echoed back unchanged.
+    Value(Value),
+}
+
+/// `"Table": {…}` or `"Table:alias": {…}`.
+#[derive(Debug, Clone)]
+pub struct TableObject {
+    /// The table key.
+    pub key: TableKey,
+    /// Entries in request order.
+    pub entries: Vec<TableEntry>,
+}
+
+/// One key inside a table object.
+#[derive(Debug, Clone)]
+pub enum TableEntry {
+    /// `column<op>: value`.
+    Condition {
+        /// Parsed key.
+        key: ConditionKey,
+        /// The value as sent.
+        value: Value,
+    },
+    /// `column<op>@: "path"` — a condition whose value comes from another object.
+    RefCondition {
+        /// Parsed key (with `reference` set).
+        key: ConditionKey,
+        /// The path.
+        path: String,
+    },
+    /// `column<op>@: {…}` — a condition against a subquery.
+    SubqueryCondition {
+        /// Parsed key.
+        key: ConditionKey,
+        /// The subquery.
+        subquery: Box<SubqueryObject>,
+    },
+    /// `@from@: {…}` — select from a subquery.
+    FromSubquery(Box<SubqueryObject>),
+    /// `@name: value` — a keyword (known or echoed).
+    Keyword {
+        /// The keyword without its leading `@`.
+        name: String,
+        /// Its value.
+        value: Value,
+    },
+    /// A nested table or array, answered inside this object's row.
+    Child(Box<Member>),
+    /// `key()`, `key-()`, `key+()`: a remote function.
+    Function {
+        /// The key as sent.
+        key: String,
+        /// The call text.
+        call: String,
+    },
+    /// An object under a non-table key: echoed, not a condition (protocol §3.2).
+    Echo {
+        /// Key.
+        key: String,
+        /// Value.
+        value: Value,
+    },
+}
+
+/// `"key[]": {…}`.
+#[derive(Debug, Clone)]
+pub struct ArrayObject {
+    /// The parsed array key.
+    pub key: ArrayKey,
+    /// `count` as sent.
+    pub count: Option<Value>,
+    /// `page` as sent.
+    pub page: Option<Value>,
+    /// `query` as sent.
+    pub query: Option<Value>,
+    /// `compat` as sent.
+    pub compat: Option<Value>,
+    /// `join` as sent.
+    pub join: Option<Value>,
+    /// The item template.
+    pub items: Container,
+}
+
+/// `"k@": {"from": …, "range": …, "Table": {…}}`.
+#[derive(Debug, Clone)]
+pub struct SubqueryObject {
+    /// `from`: the table key to select from (default: the first table).
+    pub from: Option<String>,
+    /// `range`: `ANY` or `ALL`.
+    pub range: Option<Value>,
+    /// `count` as sent.
+    pub count: Option<Value>,
+    /// `page` as sent.
+    pub page: Option<Value>,
+    /// `join` as sent.
+    pub join: Option<Value>,
+    /// The tables.
+    pub items: Container,
+}
+
+/// A whole request: the root container and its global keys.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Tables, arrays and values of the root.
+    pub root: Container,
+    /// `tag`.
+    pub tag: Option<String>,
+    /// `version`.
+    pub version: Option<Value>,
+    /// `format`.
+    pub format: bool,
+    /// Root `@` keys (`@role`, `@explain`, `@database`, …) without the `@`, in request order.
+    pub globals: Vec<(String, Value)>,
+}
+
+impl Request {
+    /// Classifies every key of a parsed body.
+    pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
+        let mut req = Request::default();
+        let mut root = Map::new();
+        for (k, v) in map {
+            match k.as_str() {
+                "tag" => req.tag = v.as_str().map(str::to_string).or(Some(v.to_string())),
+                "version" => req.version = Some(v),
+                "format" => req.format = v.as_bool().unwrap_or(false),
+                _ if k.starts_with('@') && !k.ends_with('@') && !v.is_object() => {
+                    req.globals.push((k[1..].to_string(), v))
+                }
+                _ => {
+                    root.insert(k, v);
+                }
+            }
+        }
+        req.root = container(root, "")?;
+        Ok(req)
+    }
+
+    /// The value of a root `@keyword`.
+    pub fn global(&self, name: &str) -> Option<&Value> {
+        self.globals.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+}
+
+fn container(map: Map<String, Value>, path: &str) -> Result<Container, RequestError> {
+    let mut members = Vec::with_capacity(map.len());
+    for (key, value) in map {
+        let node = member_node(&key, value, path)?;
+        members.push(Member { key, node });
+    }
+    Ok(Container { members })
+}
+
+fn child_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}/{key}")
+    }
+}
+
+fn member_node(key: &str, value: Value, path: &str) -> Result<Node, RequestError> {
+    if key.ends_with("()") {
+        return Ok(Node::Function(value_text(&value)));
+    }
+    if let Some(name) = key.strip_suffix('@') {
+        return Ok(match value {
+            Value::Object(m) => Node::Subquery(Box::new(subquery(m, &child_path(path, name))?)),
+            other => Node::Reference(value_text(&other)),
+        });
+    }
+    if let Some(ak) = ArrayKey::parse(key) {
+        if let Value::Object(m) = value {
+            return Ok(Node::Array(Box::new(array(ak, m, &child_path(path, key))?)));
+        }
+        return Ok(Node::Value(value));
+    }
+    if let Some(tk) = TableKey::parse(key) {
+        if let Value::Object(m) = value {
+            return Ok(Node::Table(table(tk, m, &child_path(path, key))?));
+        }
+    }
+    Ok(Node::Value(value))
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn array(key: ArrayKey, map: Map<String, Value>, path: &str) -> Result<ArrayObject, RequestError> {
+    let mut arr = ArrayObject {
+        key,
+        count: None,
+        page: None,
+        query: None,
+        compat: None,
+        join: None,
+        items: Container::default(),
+    };
+    let mut rest = Map::new();
+    for (k, v) in map {
+        match k.as_str() {
+            "count" => arr.count = Some(v),
+            "page" => arr.page = Some(v),
+            "query" => arr.query = Some(v),
+            "compat" => arr.compat = Some(v),
+            "join" => arr.join = Some(v),
+            _ => {
+                rest.insert(k, v);
+            }
+        }
+    }
+    arr.items = container(rest, path)?;
+    Ok(arr)
+}
+
+fn subquery(map: Map<String, Value>, path: &str) -> Result<SubqueryObject, RequestError> {
+    let mut sq = SubqueryObject {
+        from: None,
+        range: None,
+        count: None,
+        page: None,
+        join: None,
+        items: Container::default(),
+    };
+    let mut rest = Map::new();
+    for (k, v) in map {
+        match k.as_str() {
+            "from" => sq.from = Some(value_text(&v)),
+            "range" => sq.range = Some(v),
+            "count" => sq.count = Some(v),
+            "page" => sq.page = Some(v),
+            "join" => sq.join = Some(v),
+            _ => {
+                rest.insert(k, v);
+            }
+        }
+    }
+    sq.items = container(rest, path)?;
+    Ok(sq)
+}
+
+fn table(key: TableKey, map: Map<String, Value>, path: &str) -> Result<TableObject, RequestError> {
+    let mut entries = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let entry = if k == "@from@" {
+            match v {
+                Value::Object(m) => TableEntry::FromSubquery(Box::new(subquery(m, path)?)),
+                other => TableEntry::Keyword {
+                    name: "from@".into(),
+                    value: other,
+                },
+            }
+        } else if let Some(name) = k.strip_prefix('@') {
+            TableEntry::Keyword {
+                name: name.to_string(),
+                value: v,
+            }
+        } else if k.ends_with("()") {
+            TableEntry::Function {
+                key: k,
+                call: value_text(&v),
+            }
+        } else if (ArrayKey::parse(&k).is_some() || is_table_key(&k)) && v.is_object() {
+            TableEntry::Child(Box::new(Member {
+                node: member_node(&k, v, path)?,
+                key: k,
+            }))
+        } else {
+            let ck = ConditionKey::parse(&k)?;
+            if ck.reference {
+                match v {
+                    Value::Object(m) => TableEntry::SubqueryCondition {
+                        key: ck,
+                        subquery: Box::new(subquery(m, path)?),
+                    },
+                    other => TableEntry::RefCondition {
+                        key: ck,
+                        path: value_text(&other),
+                    },
+                }
+            } else if v.is_object() {
+                TableEntry::Echo { key: k, value: v }
+            } else {
+                TableEntry::Condition { key: ck, value: v }
+            }
+        };
+        entries.push(entry);
+    }
+    Ok(TableObject { key, entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse_body;
+
+    fn req(s: &str) -> Request {
+        Request::from_map(parse_body(s.as_bytes()).expect("json")).expect("request")
+    }
+
+    #[test]
+    fn root_members_are_classified() {
+        let r = req(
+            r#"{"tag":"Moment","format":true,"@role":"LOGIN","Moment":{"id":1},
+                "[]":{"count":3,"User":{}},"total@":"/[]/total","x":1}"#,
+        );
+        assert_eq!(r.tag.as_deref(), Some("Moment"));
+        assert!(r.format);
+        assert_eq!(r.global("role"), Some(&Value::from("LOGIN")));
+        let kinds: Vec<&str> = r
+            .root
+            .members
+            .iter()
+            .map(|m| match m.node {
+                Node::Table(_) => "table",
+                Node::Array(_) => "array",
+                Node::Reference(_) => "ref",
+                Node::Value(_) => "value",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["table", "array", "ref", "value"]);
+    }
+
+    #[test]
+    fn table_entries_are_classified() {
+        let r = req(r#"{"User":{"id{}":[1,2],"@column":"id","name@":"/Moment/x",
+                "Moment[]":{"Moment":{}},"f()":"isContain(a,b)","x":{"a":1}}}"#);
+        let Node::Table(t) = &r.root.members[0].node else {
+            panic!("table expected")
+        };
+        assert!(matches!(t.entries[0], TableEntry::Condition { .. }));
+        assert!(matches!(t.entries[1], TableEntry::Keyword { .. }));
+        assert!(matches!(t.entries[2], TableEntry::RefCondition { .. }));
+        assert!(matches!(t.entries[3], TableEntry::Child(_)));
+        assert!(matches!(t.entries[4], TableEntry::Function { .. }));
+        assert!(matches!(t.entries[5], TableEntry::Echo { .. }));
+    }
+}

@@ -1,0 +1,99 @@
+//! Every error the server can answer, mapped to its APIJSON code in one place.
+//!
+//! The codes follow protocol §9: 400 unparsable body, 401 not permitted, 403 forbidden
+//! construct, 406 bad key, value or limit, 407 not logged in, 408 timeout, 409 conflict,
+//! 415 wrong type, 500 everything else. Database failures caused by a client's value are
+//! answered as 400-class codes, never 500; the server's own faults keep 500 with a masked
+//! message outside debug mode.
+
+use apijet_exec::{DbErrorKind, ExecError};
+use apijet_plan::PlanError;
+use apijet_request::RequestError;
+
+/// Any error of any stage.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body could not be parsed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// Planning refused the request.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Execution failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// The URL names no method.
+    #[error(
+        "URL path /{0} names no method: use one of [get, head, gets, heads, post, put, delete]"
+    )]
+    UnknownMethod(String),
+    /// A method this server does not offer yet.
+    #[error("{0} is not supported yet")]
+    Unsupported(String),
+}
+
+impl From<PlanError> for Box<ApiError> {
+    fn from(e: PlanError) -> Self {
+        Box::new(ApiError::Plan(e))
+    }
+}
+
+impl ApiError {
+    /// The APIJSON code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::Request(e) => match e {
+                RequestError::InvalidJson(_) | RequestError::NotAnObject => 400,
+                RequestError::BadKey { .. } | RequestError::LogicWithComparison { .. } => 406,
+            },
+            ApiError::Plan(e) => plan_code(e),
+            ApiError::Exec(e) => match e {
+                ExecError::Plan(p) => plan_code(p),
+                ExecError::Connect(_) => 500,
+                ExecError::Db { kind, .. } => match kind {
+                    DbErrorKind::BadValue => 400,
+                    DbErrorKind::Unique => 409,
+                    DbErrorKind::Constraint => 400,
+                    DbErrorKind::Timeout => 408,
+                    DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => 500,
+                },
+                ExecError::ClientGone => 500,
+                ExecError::FunctionNotAllowed(_) => 403,
+                ExecError::Invalid(_) => 406,
+                ExecError::Forbidden(_) => 403,
+            },
+            ApiError::UnknownMethod(_) => 406,
+            ApiError::Unsupported(_) => 501,
+        }
+    }
+
+    /// The message; server faults are masked unless `debug`.
+    pub fn message(&self, debug: bool) -> String {
+        if self.code() == 500 && !debug {
+            return "the server failed to run this request; details are in its log".into();
+        }
+        match self {
+            ApiError::Exec(ExecError::Db {
+                kind: DbErrorKind::BadValue,
+                message,
+            }) => {
+                format!("a value does not fit its column: {message}")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+fn plan_code(e: &PlanError) -> u16 {
+    match e {
+        PlanError::AccessDenied { .. } => 401,
+        PlanError::NotLoggedIn => 407,
+        PlanError::UnknownRole(_) => 406,
+        PlanError::Forbidden(_) => 403,
+        PlanError::UnknownFunction(_) => 406,
+        PlanError::Invalid(_) => 406,
+        PlanError::Limit(_) => 406,
+        PlanError::WrongType(_) => 415,
+        PlanError::UnknownColumn { .. } => 406,
+    }
+}

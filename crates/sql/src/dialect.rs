@@ -1,0 +1,276 @@
+//! What differs between SQLite, PostgreSQL and MySQL/MariaDB.
+
+use apijet_core::Engine;
+use apijet_plan::query::CastType;
+use apijet_plan::schema::ColumnKind;
+
+/// The engine-specific parts of rendering. Every method writes into `out`.
+pub trait Dialect: Send + Sync {
+    /// Quotes an identifier.
+    fn quote(&self, ident: &str, out: &mut String);
+
+    /// Writes the placeholder for bind number `n` (1-based).
+    fn placeholder(&self, n: usize, out: &mut String);
+
+    /// `lhs` matches a regular expression given by placeholder `pattern`.
+    fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String);
+
+    /// The operator for a case-insensitive LIKE (MySQL's default collation is case-insensitive,
+    /// and the reference's answers assume it).
+    fn like(&self) -> &'static str {
+        " LIKE "
+    }
+
+    /// What follows a LIKE pattern: SQLite has no default escape character, the others use `\`.
+    fn like_escape(&self) -> &'static str {
+        ""
+    }
+
+    /// The JSON array in `lhs` contains the JSON value given by placeholder `value`.
+    fn json_contains(&self, lhs: &str, value: &str, out: &mut String);
+
+    /// Length of the JSON array in `arg`.
+    fn json_length(&self, arg: &str, out: &mut String);
+
+    /// Length of the text in `arg`.
+    fn text_length(&self, arg: &str, out: &mut String) {
+        out.push_str("length(");
+        out.push_str(arg);
+        out.push(')');
+    }
+
+    /// Text form of a column for regex and LIKE on non-text columns.
+    fn as_text(&self, arg: &str, kind: ColumnKind, out: &mut String) {
+        let _ = kind;
+        out.push_str(arg);
+    }
+
+    /// The function that orders rows randomly.
+    fn random(&self) -> &'static str {
+        "random()"
+    }
+
+    /// The spelling of an allow-listed function (e.g. `ifnull` on PostgreSQL).
+    fn function<'a>(&self, name: &'a str) -> &'a str {
+        name
+    }
+
+    /// The type name in `CAST(x AS type)`.
+    fn cast_type(&self, t: CastType) -> &'static str;
+}
+
+/// SQLite.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sqlite;
+
+/// PostgreSQL.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Postgres;
+
+/// MySQL and MariaDB.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MySql {
+    /// MariaDB (and MySQL before 8) use `REGEXP BINARY` for case-sensitive matching; MySQL 8
+    /// rejects it for utf8mb4 and needs `regexp_like(…, 'c')`.
+    pub mariadb: bool,
+}
+
+/// The dialect of an engine (`mariadb` only matters for MySQL).
+pub fn dialect_for(engine: Engine, mariadb: bool) -> Box<dyn Dialect> {
+    match engine {
+        Engine::Sqlite => Box::new(Sqlite),
+        Engine::Postgres => Box::new(Postgres),
+        Engine::MySql => Box::new(MySql { mariadb }),
+    }
+}
+
+fn double_quote(ident: &str, out: &mut String) {
+    out.push('"');
+    for c in ident.chars() {
+        if c == '"' {
+            out.push('"');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+impl Dialect for Sqlite {
+    fn quote(&self, ident: &str, out: &mut String) {
+        double_quote(ident, out)
+    }
+
+    fn placeholder(&self, n: usize, out: &mut String) {
+        // Numbered, so that a dialect may write arguments in another order than they were bound.
+        out.push('?');
+        out.push_str(&n.to_string());
+    }
+
+    fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String) {
+        // `regexp` and `regexp_ci` are registered on every connection by exec.
+        out.push_str(if case_insensitive {
+            "regexp_ci("
+        } else {
+            "regexp("
+        });
+        out.push_str(pattern);
+        out.push_str(", ");
+        out.push_str(lhs);
+        out.push(')');
+    }
+
+    fn like_escape(&self) -> &'static str {
+        " ESCAPE '\\'"
+    }
+
+    fn json_contains(&self, lhs: &str, value: &str, out: &mut String) {
+        out.push_str("EXISTS (SELECT 1 FROM json_each(");
+        out.push_str(lhs);
+        out.push_str(") WHERE json_each.value = json_extract(");
+        out.push_str(value);
+        out.push_str(", '$'))");
+    }
+
+    fn json_length(&self, arg: &str, out: &mut String) {
+        out.push_str("json_array_length(");
+        out.push_str(arg);
+        out.push(')');
+    }
+
+    fn cast_type(&self, t: CastType) -> &'static str {
+        match t {
+            CastType::Date | CastType::Timestamp | CastType::Time | CastType::Text => "TEXT",
+            CastType::Integer => "INTEGER",
+            CastType::Decimal => "NUMERIC",
+        }
+    }
+}
+
+impl Dialect for Postgres {
+    fn quote(&self, ident: &str, out: &mut String) {
+        double_quote(ident, out)
+    }
+
+    fn placeholder(&self, n: usize, out: &mut String) {
+        out.push('$');
+        out.push_str(&n.to_string());
+    }
+
+    fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String) {
+        out.push_str(lhs);
+        out.push_str(if case_insensitive { " ~* " } else { " ~ " });
+        out.push_str(pattern);
+    }
+
+    fn like(&self) -> &'static str {
+        " ILIKE "
+    }
+
+    fn json_contains(&self, lhs: &str, value: &str, out: &mut String) {
+        // Wrapping the element in an array makes `@>` test membership, not sub-documents.
+        out.push_str("CAST(");
+        out.push_str(lhs);
+        out.push_str(" AS jsonb) @> jsonb_build_array(CAST(");
+        out.push_str(value);
+        out.push_str(" AS jsonb))");
+    }
+
+    fn json_length(&self, arg: &str, out: &mut String) {
+        out.push_str("jsonb_array_length(CAST(");
+        out.push_str(arg);
+        out.push_str(" AS jsonb))");
+    }
+
+    fn as_text(&self, arg: &str, kind: ColumnKind, out: &mut String) {
+        if matches!(kind, ColumnKind::Text) {
+            out.push_str(arg);
+        } else {
+            out.push_str("CAST(");
+            out.push_str(arg);
+            out.push_str(" AS text)");
+        }
+    }
+
+    fn function<'a>(&self, name: &'a str) -> &'a str {
+        match name {
+            "ifnull" => "coalesce",
+            "json_length" => "jsonb_array_length",
+            other => other,
+        }
+    }
+
+    fn cast_type(&self, t: CastType) -> &'static str {
+        match t {
+            CastType::Date => "date",
+            CastType::Timestamp => "timestamp",
+            CastType::Time => "time",
+            CastType::Integer => "bigint",
+            CastType::Decimal => "numeric",
+            CastType::Text => "text",
+        }
+    }
+}
+
+impl Dialect for MySql {
+    fn quote(&self, ident: &str, out: &mut String) {
+        out.push('`');
+        for c in ident.chars() {
+            if c == '`' {
+                out.push('`');
+            }
+            out.push(c);
+        }
+        out.push('`');
+    }
+
+    fn placeholder(&self, _n: usize, out: &mut String) {
+        out.push('?')
+    }
+
+    fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String) {
+        if self.mariadb {
+            out.push_str(lhs);
+            out.push_str(if case_insensitive {
+                " REGEXP "
+            } else {
+                " REGEXP BINARY "
+            });
+            out.push_str(pattern);
+        } else {
+            out.push_str("regexp_like(");
+            out.push_str(lhs);
+            out.push_str(", ");
+            out.push_str(pattern);
+            out.push_str(if case_insensitive { ", 'i')" } else { ", 'c')" });
+        }
+    }
+
+    fn json_contains(&self, lhs: &str, value: &str, out: &mut String) {
+        out.push_str("json_contains(");
+        out.push_str(lhs);
+        out.push_str(", ");
+        out.push_str(value);
+        out.push(')');
+    }
+
+    fn json_length(&self, arg: &str, out: &mut String) {
+        out.push_str("json_length(");
+        out.push_str(arg);
+        out.push(')');
+    }
+
+    fn random(&self) -> &'static str {
+        "rand()"
+    }
+
+    fn cast_type(&self, t: CastType) -> &'static str {
+        match t {
+            CastType::Date => "DATE",
+            CastType::Timestamp => "DATETIME",
+            CastType::Time => "TIME",
+            CastType::Integer => "SIGNED",
+            CastType::Decimal => "DECIMAL(65,10)",
+            CastType::Text => "CHAR",
+        }
+    }
+}

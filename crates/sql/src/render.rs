@@ -1,0 +1,317 @@
+//! The shared walk over a planned SELECT.
+
+use crate::dialect::Dialect;
+use crate::Statement;
+use apijet_core::Value;
+use apijet_plan::query::{
+    ArithOp, Direction, Expr, Join, JoinKind, OrderItem, Pred, Quantifier, Select, Source,
+};
+
+/// Renders a SELECT for `dialect`.
+pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
+    let mut w = Writer {
+        d: dialect,
+        binds: Vec::new(),
+    };
+    let mut sql = String::with_capacity(256);
+    w.select(select, &mut sql);
+    Statement {
+        sql,
+        binds: w.binds,
+    }
+}
+
+struct Writer<'a> {
+    d: &'a dyn Dialect,
+    binds: Vec<Value>,
+}
+
+impl Writer<'_> {
+    fn bind(&mut self, v: &Value, out: &mut String) {
+        self.binds.push(v.clone());
+        self.d.placeholder(self.binds.len(), out);
+    }
+
+    fn select(&mut self, s: &Select, out: &mut String) {
+        out.push_str("SELECT ");
+        if s.distinct {
+            out.push_str("DISTINCT ");
+        }
+        for (i, item) in s.columns.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            self.expr(&item.expr, out);
+            out.push_str(" AS ");
+            self.d.quote(item.alias.as_str(), out);
+        }
+        out.push_str(" FROM ");
+        self.source(&s.source, out);
+        out.push_str(" AS ");
+        self.d.quote(s.alias.as_str(), out);
+        for j in &s.joins {
+            self.join(j, out);
+        }
+        if let Some(f) = &s.filter {
+            if !matches!(f, Pred::And(v) if v.is_empty()) {
+                out.push_str(" WHERE ");
+                self.pred(f, out);
+            }
+        }
+        if !s.group.is_empty() {
+            out.push_str(" GROUP BY ");
+            for (i, g) in s.group.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                self.expr(g, out);
+            }
+        }
+        if let Some(h) = &s.having {
+            out.push_str(" HAVING ");
+            self.pred(h, out);
+        }
+        if !s.order.is_empty() {
+            out.push_str(" ORDER BY ");
+            for (i, o) in s.order.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                match o {
+                    OrderItem::Random => out.push_str(self.d.random()),
+                    OrderItem::By(e, dir) => {
+                        self.expr(e, out);
+                        out.push_str(match dir {
+                            Direction::Asc => " ASC",
+                            Direction::Desc => " DESC",
+                            Direction::Default => "",
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(limit) = s.limit {
+            out.push_str(" LIMIT ");
+            out.push_str(&limit.to_string());
+        }
+        if s.offset > 0 {
+            out.push_str(" OFFSET ");
+            out.push_str(&s.offset.to_string());
+        }
+    }
+
+    fn source(&mut self, src: &Source, out: &mut String) {
+        match src {
+            Source::Table(t) => self.d.quote(t.as_str(), out),
+            Source::Select(s) => {
+                out.push('(');
+                self.select(s, out);
+                out.push(')');
+            }
+        }
+    }
+
+    fn join(&mut self, j: &Join, out: &mut String) {
+        out.push_str(match j.kind {
+            JoinKind::Inner => " INNER JOIN ",
+            JoinKind::Left => " LEFT JOIN ",
+            JoinKind::Right => " RIGHT JOIN ",
+        });
+        self.source(&j.source, out);
+        out.push_str(" AS ");
+        self.d.quote(j.alias.as_str(), out);
+        out.push_str(" ON ");
+        self.pred(&j.on, out);
+    }
+
+    fn sub(&mut self, e: &Expr) -> String {
+        let mut s = String::new();
+        self.expr(e, &mut s);
+        s
+    }
+
+    fn expr(&mut self, e: &Expr, out: &mut String) {
+        match e {
+            Expr::Column { table, name, .. } => {
+                if let Some(t) = table {
+                    self.d.quote(t.as_str(), out);
+                    out.push('.');
+                }
+                self.d.quote(name.as_str(), out);
+            }
+            Expr::Alias(a) => self.d.quote(a.as_str(), out),
+            Expr::Value(v) => self.bind(v, out),
+            Expr::Star => out.push('*'),
+            Expr::Func {
+                name,
+                args,
+                distinct,
+            } => {
+                if *name == "json_length" {
+                    let arg = args.first().map(|a| self.sub(a)).unwrap_or_default();
+                    self.d.json_length(&arg, out);
+                    return;
+                }
+                out.push_str(self.d.function(name));
+                out.push('(');
+                if *distinct {
+                    out.push_str("DISTINCT ");
+                }
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    self.expr(a, out);
+                }
+                out.push(')');
+            }
+            Expr::TextLength(inner) => {
+                let arg = self.sub(inner);
+                self.d.text_length(&arg, out);
+            }
+            Expr::JsonLength(inner) => {
+                let arg = self.sub(inner);
+                self.d.json_length(&arg, out);
+            }
+            Expr::Arith { lhs, op, rhs } => {
+                out.push('(');
+                self.expr(lhs, out);
+                out.push_str(match op {
+                    ArithOp::Add => " + ",
+                    ArithOp::Sub => " - ",
+                    ArithOp::Mul => " * ",
+                    ArithOp::Div => " / ",
+                    ArithOp::Mod => " % ",
+                });
+                self.expr(rhs, out);
+                out.push(')');
+            }
+            Expr::Cast(inner, t) => {
+                out.push_str("CAST(");
+                self.expr(inner, out);
+                out.push_str(" AS ");
+                out.push_str(self.d.cast_type(*t));
+                out.push(')');
+            }
+        }
+    }
+
+    fn text_operand(&mut self, e: &Expr) -> String {
+        let raw = self.sub(e);
+        let mut s = String::new();
+        match e {
+            Expr::Column { kind, .. } => self.d.as_text(&raw, *kind, &mut s),
+            _ => s = raw,
+        }
+        s
+    }
+
+    fn list(&mut self, items: &[Pred], joiner: &str, empty: &str, out: &mut String) {
+        if items.is_empty() {
+            out.push_str(empty);
+            return;
+        }
+        if let [only] = items {
+            return self.pred(only, out);
+        }
+        out.push('(');
+        for (i, p) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(joiner);
+            }
+            self.pred(p, out);
+        }
+        out.push(')');
+    }
+
+    fn pred(&mut self, p: &Pred, out: &mut String) {
+        match p {
+            Pred::And(items) => self.list(items, " AND ", "(1=1)", out),
+            Pred::Or(items) => self.list(items, " OR ", "(1=0)", out),
+            Pred::Not(inner) => {
+                out.push_str("NOT (");
+                self.pred(inner, out);
+                out.push(')');
+            }
+            Pred::Cmp(l, op, r) => {
+                self.expr(l, out);
+                out.push(' ');
+                out.push_str(op.sql());
+                out.push(' ');
+                self.expr(r, out);
+            }
+            Pred::In(l, vals) => {
+                self.expr(l, out);
+                out.push_str(" IN (");
+                for (i, v) in vals.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    self.bind(v, out);
+                }
+                out.push(')');
+            }
+            Pred::InSelect(l, s) => {
+                self.expr(l, out);
+                out.push_str(" IN (");
+                self.select(s, out);
+                out.push(')');
+            }
+            Pred::CmpSelect(l, op, q, s) => {
+                self.expr(l, out);
+                out.push(' ');
+                out.push_str(op.sql());
+                out.push_str(match q {
+                    Some(Quantifier::Any) => " ANY (",
+                    Some(Quantifier::All) => " ALL (",
+                    None => " (",
+                });
+                self.select(s, out);
+                out.push(')');
+            }
+            Pred::Exists(s) => {
+                out.push_str("EXISTS (");
+                self.select(s, out);
+                out.push(')');
+            }
+            Pred::Like(l, pattern) => {
+                let lhs = self.text_operand(l);
+                out.push_str(&lhs);
+                out.push_str(self.d.like());
+                self.bind(pattern, out);
+                out.push_str(self.d.like_escape());
+            }
+            Pred::Regex {
+                lhs,
+                pattern,
+                case_insensitive,
+            } => {
+                let l = self.text_operand(lhs);
+                let mut ph = String::new();
+                self.bind(pattern, &mut ph);
+                self.d.regex(&l, &ph, *case_insensitive, out);
+            }
+            Pred::Between(l, lo, hi) => {
+                self.expr(l, out);
+                out.push_str(" BETWEEN ");
+                self.bind(lo, out);
+                out.push_str(" AND ");
+                self.bind(hi, out);
+            }
+            Pred::IsNull(l) => {
+                self.expr(l, out);
+                out.push_str(" IS NULL");
+            }
+            Pred::JsonContains(l, json) => {
+                let lhs = self.sub(l);
+                let mut ph = String::new();
+                self.bind(&Value::Text(json.clone()), &mut ph);
+                out.push('(');
+                out.push_str(&lhs);
+                out.push_str(" IS NOT NULL AND ");
+                self.d.json_contains(&lhs, &ph, out);
+                out.push(')');
+            }
+        }
+    }
+}

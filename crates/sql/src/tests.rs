@@ -1,0 +1,100 @@
+//! Rendering tests: the same planned request rendered for each dialect.
+
+use crate::{render, MySql, Postgres, Sqlite};
+use apijet_core::{Method, Role, Value};
+use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::{Ctx, PlanOptions, TablePlan};
+use apijet_request::{Node, Request};
+
+fn schema() -> SchemaCache {
+    let all = vec![Role::Unknown, Role::Login];
+    let mut s = SchemaCache::new();
+    s.insert(Table {
+        api_name: "User".into(),
+        sql_name: "apijson_user".into(),
+        columns: vec![
+            Column {
+                name: "id".into(),
+                kind: ColumnKind::Int,
+            },
+            Column {
+                name: "name".into(),
+                kind: ColumnKind::Text,
+            },
+            Column {
+                name: "contactIdList".into(),
+                kind: ColumnKind::Json,
+            },
+            Column {
+                name: "_password".into(),
+                kind: ColumnKind::Text,
+            },
+        ],
+        access: Some(std::array::from_fn(|_| all.clone())),
+        debug_only: false,
+        system: false,
+    });
+    s
+}
+
+fn plan(body: &str) -> apijet_plan::query::Select {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let req = Request::from_map(apijet_request::parse_body(body.as_bytes()).expect("json"))
+        .expect("request");
+    let Node::Table(t) = &req.root.members[0].node else {
+        panic!("table")
+    };
+    let ctx = Ctx {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+        global_role: None,
+        global_explain: false,
+        subqueries: None,
+    };
+    let p = TablePlan::new(t, &ctx).expect("plan");
+    p.select(&mut |_| None).expect("select").expect("exists")
+}
+
+#[test]
+fn hidden_columns_are_never_selected_and_values_are_bound() {
+    let s = plan(r#"{"User":{"id":1,"name$":"%a%"}}"#);
+    let st = render(&Postgres, &s);
+    assert_eq!(
+        st.sql,
+        r#"SELECT "User"."id" AS "id", "User"."name" AS "name", "User"."contactIdList" AS "contactIdList" FROM "apijson_user" AS "User" WHERE ("User"."id" = $1 AND "User"."name" ILIKE $2)"#
+    );
+    assert_eq!(st.binds, [Value::Int(1), Value::Text("%a%".into())]);
+}
+
+#[test]
+fn each_dialect_spells_regex_and_json_contains_its_own_way() {
+    let s = plan(r#"{"User":{"@column":"id","name~":"^a","contactIdList<>":82001}}"#);
+    let my = render(&MySql { mariadb: true }, &s).sql;
+    assert!(my.contains("`User`.`name` REGEXP BINARY ?"), "{my}");
+    assert!(
+        my.contains("json_contains(`User`.`contactIdList`, ?)"),
+        "{my}"
+    );
+    let lite = render(&Sqlite, &s).sql;
+    assert!(lite.contains(r#"regexp(?1, "User"."name")"#), "{lite}");
+    assert!(lite.contains("json_each"), "{lite}");
+    let pg = render(&Postgres, &s).sql;
+    assert!(pg.contains(r#""User"."name" ~ $1"#), "{pg}");
+    assert!(pg.contains("@> jsonb_build_array"), "{pg}");
+}
+
+#[test]
+fn range_strings_become_bound_comparisons() {
+    let s = plan(r#"{"User":{"@column":"id","id{}":">80000,<=90000","name{}":"=null"}}"#);
+    let st = render(&MySql { mariadb: true }, &s);
+    assert!(
+        st.sql.contains("(`User`.`id` > ? OR `User`.`id` <= ?)"),
+        "{}",
+        st.sql
+    );
+    assert!(st.sql.contains("`User`.`name` IS NULL"), "{}", st.sql);
+    assert_eq!(st.binds, [Value::Int(80000), Value::Int(90000)]);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The one test command: `bash scripts/test.sh` (CI runs it through .ci/run).
+#
+# 1. Installs PostgreSQL, MariaDB and python3 with apt-get when their binaries are missing (needs
+#    root; on a developer machine install them yourself).
+# 2. Starts a throwaway PostgreSQL (initdb + pg_ctl, run as the `postgres` user when we are root)
+#    and a throwaway MariaDB (mariadb-install-db + mariadbd, passwordless root over TCP) in a
+#    `mktemp -d` directory, each on a free port of 127.0.0.1, in UTC, and waits until both accept
+#    connections.
+# 3. Exports for the tests:
+#      APIJET_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:PORT/postgres
+#      APIJET_TEST_MYSQL_URL     mysql://root@127.0.0.1:PORT/mysql
+#      APIJET_TEST_PSQL_ARGS     "-h 127.0.0.1 -p PORT -U postgres"   (psql client arguments)
+#      APIJET_TEST_MYSQL_ARGS    "-h 127.0.0.1 -P PORT -u root"       (mariadb client arguments)
+#    An engine whose URL is already set in the environment is not provisioned: the tests use the
+#    given server (set the matching *_ARGS too, or the tests derive them from the URL).
+# 4. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
+#    tests/conformance.rs is printed) and exits with its status. Extra arguments are passed to
+#    cargo test before the `--`, e.g. `bash scripts/test.sh --test conformance`.
+# 5. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/lib/db.sh
+source scripts/lib/db.sh
+
+want_pg=1
+want_my=1
+[ -n "${APIJET_TEST_POSTGRES_URL:-}" ] && want_pg=0
+[ -n "${APIJET_TEST_MYSQL_URL:-}" ] && want_my=0
+
+TMP_DIR=""
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  db_stop_all
+  [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+db_install_missing "$want_pg" "$want_my"
+
+if [ "$want_pg" = 1 ] || [ "$want_my" = 1 ]; then
+  TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/apijet-test.XXXXXX")
+fi
+if [ "$want_pg" = 1 ]; then
+  db_start_postgres "$TMP_DIR"
+  export APIJET_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$DB_PG_PORT/postgres"
+  export APIJET_TEST_PSQL_ARGS="-h 127.0.0.1 -p $DB_PG_PORT -U postgres"
+else
+  db_log "using APIJET_TEST_POSTGRES_URL from the environment"
+fi
+if [ "$want_my" = 1 ]; then
+  db_start_mariadb "$TMP_DIR"
+  export APIJET_TEST_MYSQL_URL="mysql://root@127.0.0.1:$DB_MY_PORT/mysql"
+  export APIJET_TEST_MYSQL_ARGS="-h 127.0.0.1 -P $DB_MY_PORT -u root"
+else
+  db_log "using APIJET_TEST_MYSQL_URL from the environment"
+fi
+
+set +e
+cargo test --workspace "$@" -- --nocapture --test-threads=2
+status=$?
+set -e
+exit "$status"

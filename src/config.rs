@@ -1,0 +1,162 @@
+//! One [`Config`], built once at start-up from defaults, a TOML file, `APIJET_*` environment
+//! variables and command-line flags, in rising order of precedence.
+
+use serde::Deserialize;
+use std::path::Path;
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Database URL.
+    pub db: String,
+    /// Listen address.
+    pub listen: String,
+    /// Debug mode: `@explain`, system tables, unmasked database errors.
+    pub debug: bool,
+    /// Largest array `count`.
+    pub max_count: u64,
+    /// Largest array `page`.
+    pub max_page: u64,
+    /// Deepest nesting.
+    pub max_depth: usize,
+    /// Most objects per container.
+    pub max_objects: usize,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Statement timeout in milliseconds (0 = none).
+    pub statement_timeout_ms: u64,
+    /// Database connections per instance.
+    pub pool_size: usize,
+}
+
+/// The settings a file or the environment may give; every one optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Partial {
+    db: Option<String>,
+    listen: Option<String>,
+    debug: Option<bool>,
+    max_count: Option<u64>,
+    max_page: Option<u64>,
+    max_depth: Option<usize>,
+    max_objects: Option<usize>,
+    max_body_bytes: Option<usize>,
+    statement_timeout_ms: Option<u64>,
+    pool_size: Option<usize>,
+}
+
+/// The default database: a SQLite file in the working directory, seeded with the demo data.
+pub const DEFAULT_DB: &str = "sqlite://apijet.db";
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            db: DEFAULT_DB.into(),
+            listen: "127.0.0.1:8080".into(),
+            debug: false,
+            max_count: 100,
+            max_page: 100,
+            max_depth: 5,
+            max_objects: 5,
+            max_body_bytes: 1 << 20,
+            statement_timeout_ms: 30_000,
+            pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
+        }
+    }
+}
+
+impl Config {
+    fn apply(&mut self, p: Partial) {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = p.$f { self.$f = v; } )* };
+        }
+        take!(
+            db,
+            listen,
+            debug,
+            max_count,
+            max_page,
+            max_depth,
+            max_objects,
+            max_body_bytes,
+            statement_timeout_ms,
+            pool_size
+        );
+    }
+
+    /// Builds the configuration: defaults, then `file`, then the environment, then `flags`.
+    pub fn load(file: Option<&Path>, flags: Partial) -> Result<Config, String> {
+        let mut c = Config::default();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+            let p: Partial = toml::from_str(&text)
+                .map_err(|e| format!("config file {}: {e}", path.display()))?;
+            c.apply(p);
+        }
+        c.apply(from_env()?);
+        c.apply(flags);
+        if c.max_count == 0 || c.max_depth == 0 {
+            return Err("max_count and max_depth must be at least 1".into());
+        }
+        Ok(c)
+    }
+}
+
+impl Partial {
+    /// Settings given as command-line flags.
+    pub fn flags(db: Option<String>, listen: Option<String>, debug: bool) -> Partial {
+        Partial {
+            db,
+            listen,
+            debug: debug.then_some(true),
+            ..Partial::default()
+        }
+    }
+}
+
+fn from_env() -> Result<Partial, String> {
+    fn var<T: std::str::FromStr>(name: &str) -> Result<Option<T>, String> {
+        match std::env::var(name) {
+            Ok(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("environment variable {name}='{v}' is not valid")),
+            Err(_) => Ok(None),
+        }
+    }
+    Ok(Partial {
+        db: var("APIJET_DB")?,
+        listen: var("APIJET_LISTEN")?,
+        debug: var("APIJET_DEBUG")?,
+        max_count: var("APIJET_MAX_COUNT")?,
+        max_page: var("APIJET_MAX_PAGE")?,
+        max_depth: var("APIJET_MAX_DEPTH")?,
+        max_objects: var("APIJET_MAX_OBJECTS")?,
+        max_body_bytes: var("APIJET_MAX_BODY_BYTES")?,
+        statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
+        pool_size: var("APIJET_POOL_SIZE")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let dir = std::env::temp_dir().join(format!("apijet-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("apijet.toml");
+        std::fs::write(&file, "db = \"sqlite://file.db\"\nmax_count = 1000\n").expect("write");
+        let c = Config::load(
+            Some(&file),
+            Partial::flags(Some("sqlite://flag.db".into()), None, false),
+        )
+        .expect("loads");
+        assert_eq!(c.db, "sqlite://flag.db");
+        assert_eq!(c.max_count, 1000);
+        std::fs::write(&file, "nonsense = 1\n").expect("write");
+        assert!(Config::load(Some(&file), Partial::default()).is_err());
+    }
+}

@@ -1,0 +1,517 @@
+//! Shared helpers for the integration tests in `tests/*.rs` (include with `mod support;`).
+//!
+//! - [`Engine`]: the database engines the tests run on, found through the `APIJET_TEST_*`
+//!   environment variables that `scripts/test.sh` exports.
+//! - [`shared_dir`], [`load_demo_db`]: the reference material beside the repository (`../shared`)
+//!   and its demo-database loader.
+//! - [`Server`]: an `apijet serve` child process on a free port with a given TOML config, killed
+//!   when dropped (also when the test panics).
+//! - [`Client`]: a small HTTP client on `ureq` that keeps the cookies and bearer token of a login.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// How long [`Server::start`] waits for the server to accept connections.
+pub const SERVER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Timeout of one HTTP request (connect, send and read the whole answer).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A database engine the integration tests can run against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Engine {
+    Postgres,
+    Mysql,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 2] = [Engine::Postgres, Engine::Mysql];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Postgres => "postgres",
+            Engine::Mysql => "mysql",
+        }
+    }
+
+    /// The environment variable holding the server URL, e.g. `postgres://postgres@127.0.0.1:5432/postgres`.
+    pub fn url_env(self) -> &'static str {
+        match self {
+            Engine::Postgres => "APIJET_TEST_POSTGRES_URL",
+            Engine::Mysql => "APIJET_TEST_MYSQL_URL",
+        }
+    }
+
+    /// The environment variable holding the command-line client arguments (`psql` / `mariadb`).
+    pub fn client_args_env(self) -> &'static str {
+        match self {
+            Engine::Postgres => "APIJET_TEST_PSQL_ARGS",
+            Engine::Mysql => "APIJET_TEST_MYSQL_ARGS",
+        }
+    }
+
+    /// The server URL from the environment, when set and not empty.
+    pub fn url(self) -> Option<String> {
+        non_empty_env(self.url_env())
+    }
+
+    /// Client arguments for `psql` / `mariadb` (`-h HOST -p PORT -U USER` / `-h HOST -P PORT -u USER`):
+    /// from the environment, else derived from [`Engine::url`].
+    pub fn client_args(self) -> Option<String> {
+        if let Some(args) = non_empty_env(self.client_args_env()) {
+            return Some(args);
+        }
+        let url = DbUrl::parse(&self.url()?)?;
+        Some(match self {
+            Engine::Postgres => format!(
+                "-h {} -p {} -U {}",
+                url.host,
+                url.port.unwrap_or(5432),
+                url.user
+            ),
+            Engine::Mysql => {
+                let mut args = format!(
+                    "-h {} -P {} -u {}",
+                    url.host,
+                    url.port.unwrap_or(3306),
+                    url.user
+                );
+                if let Some(pw) = &url.password {
+                    args.push_str(&format!(" --password={pw}"));
+                }
+                args
+            }
+        })
+    }
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The parts of a `scheme://user[:password]@host[:port]/database[?query]` URL the tests need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbUrl {
+    pub user: String,
+    pub password: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl DbUrl {
+    pub fn parse(url: &str) -> Option<DbUrl> {
+        let rest = url.split_once("://")?.1;
+        let authority = rest.split(['/', '?']).next()?;
+        let (userinfo, hostport) = authority.rsplit_once('@').unwrap_or(("", authority));
+        let (user, password) = match userinfo.split_once(':') {
+            Some((u, p)) => (u.to_string(), Some(p.to_string())),
+            None => (userinfo.to_string(), None),
+        };
+        // `[::1]:5432` keeps its brackets in `host` (the clients accept it without them too).
+        let port_sep = if hostport.starts_with('[') {
+            hostport.rfind("]:").map(|i| i + 1)
+        } else {
+            hostport.rfind(':')
+        };
+        let (host, port) = match port_sep {
+            Some(i) => (hostport[..i].to_string(), hostport[i + 1..].parse().ok()),
+            None => (hostport.to_string(), None),
+        };
+        Some(DbUrl {
+            user,
+            password,
+            host,
+            port,
+        })
+    }
+}
+
+/// `url` with its database (the path) replaced by `database`; any `?query` is kept.
+pub fn with_database(url: &str, database: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let query = tail.find('?').map(|i| &tail[i..]).unwrap_or("");
+    format!("{scheme}://{authority}/{database}{query}")
+}
+
+/// The reference material beside the repository: `<repo>/../shared`.
+pub fn shared_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shared")
+}
+
+/// Loads the APIJSON demo database with `../shared/apijson/load-demo-db`: into MariaDB database
+/// `database` (always: it is the source), and when `psql_args` is given, the same rows into
+/// PostgreSQL database `database`. Both are dropped and created anew.
+pub fn load_demo_db(
+    database: &str,
+    mysql_args: &str,
+    psql_args: Option<&str>,
+) -> Result<(), String> {
+    let loader = shared_dir().join("apijson").join("load-demo-db");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&loader)
+        .arg("--mariadb-db")
+        .arg(database)
+        // `--opt=value`: the values start with `-h`, which argparse would take for an option.
+        .arg(format!("--mysql={mysql_args}"));
+    if let Some(psql_args) = psql_args {
+        cmd.arg("--postgres-db")
+            .arg(database)
+            .arg(format!("--psql={psql_args}"));
+        if let Some(pw) = Engine::Postgres
+            .url()
+            .and_then(|u| DbUrl::parse(&u))
+            .and_then(|u| u.password)
+        {
+            cmd.env("PGPASSWORD", pw);
+        }
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run python3 {}: {e}", loader.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed ({}):\n{}{}",
+            loader.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released: another process may take it meanwhile).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0 to find a free port")
+}
+
+/// A new empty directory under the system temp dir, unique to this process and call.
+fn unique_temp_dir(prefix: &str) -> io::Result<PathBuf> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}-{nanos}", std::process::id()));
+    fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Everything after the last `max` characters are kept: the end of a log is the interesting part.
+pub fn tail(text: &str, max: usize) -> &str {
+    let len = text.chars().count();
+    if len <= max {
+        return text;
+    }
+    let start = text
+        .char_indices()
+        .nth(len - max)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    &text[start..]
+}
+
+/// At most `max` characters of `text`, with `…` appended when cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// A running `apijet serve` process. Dropping it kills the process and removes its temp files.
+pub struct Server {
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub port: u16,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `apijet serve --db DB_URL --listen 127.0.0.1:PORT --config FILE` with `config_toml`
+    /// written to FILE, and waits until it accepts connections. Panics with the server's output
+    /// when it exits early or does not come up within [`SERVER_START_TIMEOUT`].
+    pub fn start(db_url: &str, config_toml: &str) -> Server {
+        Server::try_start(db_url, config_toml).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`Server::start`], with the failure as an error.
+    pub fn try_start(db_url: &str, config_toml: &str) -> Result<Server, String> {
+        let dir = unique_temp_dir("apijet-server")
+            .map_err(|e| format!("cannot create a temp dir: {e}"))?;
+        let config = dir.join("config.toml");
+        fs::write(&config, config_toml)
+            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+        let open_log = |name: &str| {
+            fs::File::create(dir.join(name))
+                .map_err(|e| format!("cannot create {name} in {}: {e}", dir.display()))
+        };
+        let (stdout, stderr) = (open_log("stdout.log")?, open_log("stderr.log")?);
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_apijet"))
+            .arg("serve")
+            .arg("--db")
+            .arg(db_url)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", env!("CARGO_BIN_EXE_apijet")))?;
+        let mut server = Server {
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            child,
+            dir,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let deadline = Instant::now() + SERVER_START_TIMEOUT;
+        loop {
+            if let Some(status) = self.exit_status() {
+                return Err(format!(
+                    "apijet server exited early ({status}):\n{}",
+                    self.output_tail(4000)
+                ));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "apijet server did not accept connections on {addr} within {}s:\n{}",
+                    SERVER_START_TIMEOUT.as_secs(),
+                    self.output_tail(4000)
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The exit status when the process has ended.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The last `max` characters of the server's stderr (and stdout, when it printed anything).
+    pub fn output_tail(&self, max: usize) -> String {
+        let read = |name: &str| fs::read_to_string(self.dir.join(name)).unwrap_or_default();
+        let (out, err) = (read("stdout.log"), read("stderr.log"));
+        let mut text = format!("--- stderr ---\n{}", tail(&err, max));
+        if !out.trim().is_empty() {
+            text.push_str(&format!("\n--- stdout ---\n{}", tail(&out, max)));
+        }
+        text
+    }
+
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A new client without cookies for this server.
+    pub fn client(&self) -> Client {
+        Client::new(&self.base)
+    }
+
+    /// POSTs `body` (sent as is, `Content-Type: application/json`) and returns the JSON answer.
+    /// Panics on a transport error or when the answer is not JSON.
+    pub fn post(&self, path: &str, body: &str) -> Value {
+        self.client()
+            .post(path, body)
+            .and_then(|r| r.json())
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
+    /// POSTs `body` as JSON and returns the JSON answer (panics like [`Server::post`]).
+    pub fn post_json(&self, path: &str, body: &Value) -> Value {
+        self.post(path, &body.to_string())
+    }
+
+    /// GETs `path` and returns the JSON answer (panics like [`Server::post`]).
+    pub fn get(&self, path: &str) -> Value {
+        self.client()
+            .get(path)
+            .and_then(|r| r.json())
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An HTTP answer: status and body text. Non-2xx statuses are answers too, not errors.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub text: String,
+}
+
+impl Reply {
+    /// The body parsed as JSON (keys keep their order).
+    pub fn json(&self) -> Result<Value, String> {
+        serde_json::from_str(&self.text).map_err(|e| {
+            format!(
+                "HTTP {}: the body is not JSON ({e}): {}",
+                self.status,
+                truncate(&self.text, 300)
+            )
+        })
+    }
+}
+
+/// An HTTP client for one server that keeps cookies (a login session) and a bearer token.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+    cookies: Vec<(String, String)>,
+    bearer: Option<String>,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Client {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .max_redirects(0)
+            .proxy(None)
+            .build();
+        Client {
+            base: base.to_string(),
+            agent: ureq::Agent::new_with_config(config),
+            cookies: Vec::new(),
+            bearer: None,
+        }
+    }
+
+    /// POSTs `body` verbatim with `Content-Type: application/json`.
+    pub fn post(&mut self, path: &str, body: &str) -> Result<Reply, String> {
+        let mut req = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("Content-Type", "application/json");
+        if let Some(cookie) = self.cookie_header() {
+            req = req.header("Cookie", cookie);
+        }
+        if let Some(token) = &self.bearer {
+            req = req.header("Authorization", format!("Bearer {token}"));
+        }
+        let res = req.send(body).map_err(|e| format!("POST {path}: {e}"))?;
+        self.finish(res, "POST", path)
+    }
+
+    /// GETs `path`.
+    pub fn get(&mut self, path: &str) -> Result<Reply, String> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(cookie) = self.cookie_header() {
+            req = req.header("Cookie", cookie);
+        }
+        if let Some(token) = &self.bearer {
+            req = req.header("Authorization", format!("Bearer {token}"));
+        }
+        let res = req.call().map_err(|e| format!("GET {path}: {e}"))?;
+        self.finish(res, "GET", path)
+    }
+
+    /// `POST /login {"type":0,"phone":PHONE,"password":PASSWORD}`; keeps the session cookies and,
+    /// when the answer has a `token`, sends it as `Authorization: Bearer` from then on. Fails
+    /// unless the answer is JSON with `code` 200.
+    pub fn login(&mut self, phone: &str, password: &str) -> Result<Value, String> {
+        let body = serde_json::json!({"type": 0, "phone": phone, "password": password});
+        let answer = self.post("/login", &body.to_string())?.json()?;
+        if answer.get("code").and_then(Value::as_i64) != Some(200) {
+            return Err(format!(
+                "login as {phone} refused: {}",
+                truncate(&answer.to_string(), 300)
+            ));
+        }
+        if let Some(token) = answer.get("token").and_then(Value::as_str) {
+            self.bearer = Some(token.to_string());
+        }
+        Ok(answer)
+    }
+
+    fn cookie_header(&self) -> Option<String> {
+        if self.cookies.is_empty() {
+            return None;
+        }
+        Some(
+            self.cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
+
+    fn finish(
+        &mut self,
+        mut res: ureq::http::Response<ureq::Body>,
+        method: &str,
+        path: &str,
+    ) -> Result<Reply, String> {
+        for header in res.headers().get_all("set-cookie") {
+            if let Ok(header) = header.to_str() {
+                self.store_cookie(header);
+            }
+        }
+        let status = res.status().as_u16();
+        let text = res
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| format!("{method} {path}: reading the answer: {e}"))?;
+        Ok(Reply { status, text })
+    }
+
+    fn store_cookie(&mut self, set_cookie: &str) {
+        let mut parts = set_cookie.split(';');
+        let Some((name, value)) = parts.next().and_then(|nv| nv.split_once('=')) else {
+            return;
+        };
+        let (name, value) = (name.trim().to_string(), value.trim().to_string());
+        let expired = parts.any(|attr| {
+            let attr = attr.trim().to_ascii_lowercase();
+            attr == "max-age=0" || attr.starts_with("max-age=-")
+        });
+        self.cookies.retain(|(k, _)| *k != name);
+        if !expired && !value.is_empty() {
+            self.cookies.push((name, value));
+        }
+    }
+}
