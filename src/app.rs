@@ -3,14 +3,27 @@
 use crate::config::Config;
 use apijet_core::Method;
 use apijet_exec::read::{read, ReadEnv};
-use apijet_exec::{Backend, DbUrl};
+use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
-use apijet_response::{failure, success, ApiError};
+use apijet_response::stream::{Chunk, StreamSink};
+use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// An answer: a JSON document, or a list streaming from the database.
+pub enum Answer {
+    /// The whole answer.
+    Json(Json),
+    /// Chunks of a streamed list; the first one decides between data and an error envelope.
+    Stream(mpsc::Receiver<Chunk>),
+}
+
+/// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
+const STREAM_CHANNEL: usize = 2;
 
 /// What every request shares; built once at start-up.
 pub struct AppState {
@@ -59,30 +72,33 @@ impl AppState {
 
     /// Answers one APIJSON call; errors become the envelope with their code.
     pub async fn answer(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         tag: Option<&str>,
         query: &[(String, String)],
         body: &[u8],
-    ) -> Json {
+    ) -> Answer {
         match self.run(method, tag, query, body).await {
-            Ok(v) => v,
-            Err(e) => {
-                if e.code() == 500 {
-                    tracing::error!(error = %e, "request failed");
-                }
-                failure(&e, self.options.debug)
-            }
+            Ok(a) => a,
+            Err(e) => Answer::Json(self.failure(&e)),
         }
     }
 
+    /// The error envelope (server faults are logged once, here).
+    pub fn failure(&self, e: &ApiError) -> Json {
+        if e.code() == 500 {
+            tracing::error!(error = %e, "request failed");
+        }
+        failure(e, self.options.debug)
+    }
+
     async fn run(
-        &self,
+        self: &Arc<Self>,
         method: &str,
         tag: Option<&str>,
         query: &[(String, String)],
         body: &[u8],
-    ) -> Result<Json, ApiError> {
+    ) -> Result<Answer, ApiError> {
         let method =
             Method::from_url(method).ok_or_else(|| ApiError::UnknownMethod(method.to_string()))?;
         let mut map = parse_body(body)?;
@@ -107,8 +123,32 @@ impl AppState {
             method,
             visitor: None,
         };
+        if let Some(list) = list_query(&req, &env)? {
+            let Some(stmt) = list.statement else {
+                return Ok(Answer::Json(success(Map::new(), false)));
+            };
+            let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
+            let state = Arc::clone(self);
+            tokio::spawn(async move {
+                let mut sink = StreamSink::new(
+                    tx.clone(),
+                    &list.list_key,
+                    list.wrap_key.as_deref(),
+                    list.json_outputs,
+                );
+                match state.backend.fetch(&stmt, &mut sink).await {
+                    Ok(_) => {
+                        let _ = sink.finish(now_ms()).await;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Chunk::Fail(e.into())).await;
+                    }
+                }
+            });
+            return Ok(Answer::Stream(rx));
+        }
         let results = read(&req, &env).await?;
-        Ok(success(results, req.format))
+        Ok(Answer::Json(success(results, req.format)))
     }
 }
 

@@ -1,14 +1,17 @@
 //! The HTTP edge: routes, body limits, and the APIJSON rule that every call that reached the
 //! parser is answered with HTTP 200 and its code in the body.
 
-use crate::app::AppState;
+use crate::app::{Answer, AppState};
 use crate::config::Config;
+use apijet_response::stream::Chunk;
+use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use futures_util::{stream, StreamExt};
 use std::sync::Arc;
 
 type Shared = Arc<AppState>;
@@ -24,13 +27,48 @@ fn json_response(v: &serde_json::Value) -> Response {
         .into_response()
 }
 
+/// Sends an answer. A streamed answer waits for its first chunk: an error before any data is
+/// still a normal error envelope; an error after it aborts the body.
+async fn send(state: &AppState, answer: Answer) -> Response {
+    let mut rx = match answer {
+        Answer::Json(v) => return json_response(&v),
+        Answer::Stream(rx) => rx,
+    };
+    let first = match rx.recv().await {
+        Some(Chunk::Data(b)) => b,
+        Some(Chunk::Fail(e)) => return json_response(&state.failure(&e)),
+        None => {
+            let e =
+                apijet_response::ApiError::Unsupported("the list stream ended unexpectedly".into());
+            return json_response(&state.failure(&e));
+        }
+    };
+    let rest = stream::unfold(rx, |mut rx| async move {
+        match rx.recv().await {
+            Some(Chunk::Data(b)) => Some((Ok(b), rx)),
+            Some(Chunk::Fail(e)) => {
+                tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
+                Some((Err(std::io::Error::other(e.to_string())), rx))
+            }
+            None => None,
+        }
+    });
+    let body = stream::iter([Ok::<_, std::io::Error>(first)]).chain(rest);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
 async fn call(
     State(s): State<Shared>,
     Path(method): Path<String>,
     Query(q): Params,
     body: Bytes,
 ) -> Response {
-    json_response(&s.answer(&method, None, &q, &body).await)
+    send(&s, s.answer(&method, None, &q, &body).await).await
 }
 
 async fn call_tag(
@@ -44,7 +82,7 @@ async fn call_tag(
     } else {
         body
     };
-    json_response(&s.answer(&method, Some(&tag), &q, &body).await)
+    send(&s, s.answer(&method, Some(&tag), &q, &body).await).await
 }
 
 /// `GET /get/{url-encoded-json}`: the request in the URL, for browsers and quick checks.
@@ -53,7 +91,7 @@ async fn call_in_url(
     Path((method, json)): Path<(String, String)>,
     Query(q): Params,
 ) -> Response {
-    json_response(&s.answer(&method, None, &q, json.as_bytes()).await)
+    send(&s, s.answer(&method, None, &q, json.as_bytes()).await).await
 }
 
 /// The router over a started state.

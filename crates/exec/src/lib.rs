@@ -10,11 +10,13 @@ pub mod backend;
 pub mod cell;
 mod functions;
 mod introspect;
+mod list;
 pub mod read;
 pub mod sink;
 
 pub use backend::{Backend, DbUrl};
 pub use introspect::{kind_of, load_schema};
+pub use list::{list_query, ListQuery};
 
 use apijet_plan::PlanError;
 

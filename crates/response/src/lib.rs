@@ -4,6 +4,7 @@
 
 mod error;
 mod format;
+pub mod stream;
 
 pub use error::ApiError;
 pub use format::format_keys;
@@ -11,7 +12,8 @@ pub use format::format_keys;
 use serde_json::{json, Map, Value as Json};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn now_ms() -> u64 {
+/// Milliseconds since the Unix epoch, for the envelope's `time`.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -1,0 +1,292 @@
+//! The streaming writer: rows go from the database cursor to the socket as JSON bytes.
+//!
+//! [`StreamSink`] encodes each row straight into a reused buffer (pre-escaped keys, NULLs
+//! omitted, no `serde_json::Value` per row) and hands ~32 KiB chunks to the HTTP body through
+//! a bounded channel. A slow client fills the channel, `flush` waits, the backend stops
+//! reading its cursor, and memory stays flat whatever the row count.
+//!
+//! The list key is written only when the first row arrives, so an empty list is omitted as
+//! in the buffered path, and `ok`/`code`/`msg`/`time` come last. Failures after the first
+//! chunk cannot change the answer any more: the body is aborted instead of closed, so no
+//! client can take a truncated list for a whole one.
+
+use crate::ApiError;
+use apijet_exec::cell::{write_datetime, Cell, MAX_SAFE_INTEGER};
+use apijet_exec::sink::{RowSink, SinkError};
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+/// What the producer sends to the HTTP body.
+#[derive(Debug)]
+pub enum Chunk {
+    /// Bytes of the answer.
+    Data(Bytes),
+    /// The request failed; before any data this becomes an error envelope, after it an abort.
+    Fail(ApiError),
+}
+
+const CHUNK: usize = 32 * 1024;
+
+/// Encodes rows of a list into JSON chunks.
+pub struct StreamSink {
+    tx: mpsc::Sender<Chunk>,
+    buf: BytesMut,
+    /// `{"Moment[]":[` (or `{"[]":[`), written before the first row.
+    open: Vec<u8>,
+    /// `{"Moment":` for `[]` lists, empty for `Table[]`.
+    item_prefix: Vec<u8>,
+    item_suffix: &'static [u8],
+    keys: Vec<Vec<u8>>,
+    json: Vec<bool>,
+    json_outputs: Vec<String>,
+    rows: u64,
+}
+
+impl StreamSink {
+    /// A sink for the list `list_key`; `wrap_key` is the table key that wraps each item of a
+    /// `[]` list (`None` for `Table[]`, whose items are the rows themselves).
+    pub fn new(
+        tx: mpsc::Sender<Chunk>,
+        list_key: &str,
+        wrap_key: Option<&str>,
+        json_outputs: Vec<String>,
+    ) -> StreamSink {
+        let mut open = b"{".to_vec();
+        escape_into(list_key, &mut open);
+        open.extend_from_slice(b":[");
+        let (item_prefix, item_suffix): (Vec<u8>, &'static [u8]) = match wrap_key {
+            Some(k) => {
+                let mut p = b"{".to_vec();
+                escape_into(k, &mut p);
+                p.push(b':');
+                (p, b"}")
+            }
+            None => (Vec::new(), b""),
+        };
+        StreamSink {
+            tx,
+            buf: BytesMut::with_capacity(CHUNK + 4096),
+            open,
+            item_prefix,
+            item_suffix,
+            keys: Vec::new(),
+            json: Vec::new(),
+            json_outputs,
+            rows: 0,
+        }
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes the closing bytes and the envelope, and sends what is left.
+    pub async fn finish(mut self, time_ms: u64) -> Result<(), SinkError> {
+        if self.rows == 0 {
+            self.buf.extend_from_slice(b"{");
+        } else {
+            self.buf.extend_from_slice(b"],");
+        }
+        self.buf
+            .extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
+        self.buf.extend_from_slice(b"}");
+        self.flush().await
+    }
+}
+
+impl RowSink for StreamSink {
+    fn columns(&mut self, names: &[String]) {
+        self.keys = names
+            .iter()
+            .map(|n| {
+                let mut k = Vec::with_capacity(n.len() + 3);
+                escape_into(n, &mut k);
+                k.push(b':');
+                k
+            })
+            .collect();
+        self.json = names
+            .iter()
+            .map(|n| self.json_outputs.contains(n))
+            .collect();
+    }
+
+    fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
+        let buf = &mut self.buf;
+        if self.rows == 0 {
+            buf.extend_from_slice(&self.open);
+        } else {
+            buf.extend_from_slice(b",");
+        }
+        buf.extend_from_slice(&self.item_prefix);
+        buf.extend_from_slice(b"{");
+        let mut first = true;
+        for (i, cell) in cells.iter().enumerate() {
+            if matches!(cell, Cell::Null) {
+                continue;
+            }
+            if !first {
+                buf.extend_from_slice(b",");
+            }
+            first = false;
+            buf.extend_from_slice(&self.keys[i]);
+            write_cell(cell, self.json[i], buf);
+        }
+        buf.extend_from_slice(b"}");
+        buf.extend_from_slice(self.item_suffix);
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn wants_flush(&self) -> bool {
+        self.buf.len() >= CHUNK
+    }
+
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.tx
+            .send(Chunk::Data(chunk))
+            .await
+            .map_err(|_| SinkError::Closed)
+    }
+}
+
+/// Writes one non-NULL cell as JSON, exactly as [`Cell::to_json`] would serialize.
+fn write_cell(cell: &Cell<'_>, as_json: bool, buf: &mut BytesMut) {
+    match cell {
+        Cell::Null => buf.extend_from_slice(b"null"),
+        Cell::Bool(b) => buf.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Cell::Int(i) if i.abs() <= MAX_SAFE_INTEGER => {
+            buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
+        }
+        Cell::UInt(u) if *u <= MAX_SAFE_INTEGER as u64 => {
+            buf.extend_from_slice(itoa::Buffer::new().format(*u).as_bytes())
+        }
+        Cell::Int(_) | Cell::UInt(_) | Cell::Decimal(_) | Cell::Date(_) | Cell::Time(_) => {
+            // Rare or already textual: the shared conversion keeps one definition of the format.
+            write_value(&cell.to_json(false), buf)
+        }
+        Cell::Float(f) if f.is_finite() => {
+            let v = cell.to_json(false);
+            write_value(&v, buf)
+        }
+        Cell::Float(_) => buf.extend_from_slice(b"null"),
+        Cell::Text(t) if as_json => write_json_text(t, buf),
+        Cell::Text(t) => escape_bytes(t, buf),
+        Cell::Json(t) => write_json_text(t, buf),
+        Cell::DateTime(dt) => {
+            let mut s = String::with_capacity(24);
+            write_datetime(dt, &mut s);
+            escape_bytes(&s, buf);
+        }
+        Cell::Bytes(_) => write_value(&cell.to_json(as_json), buf),
+    }
+}
+
+fn write_value(v: &serde_json::Value, buf: &mut BytesMut) {
+    let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// JSON documents from the database are copied as they are when valid; text that only
+/// claims to be JSON is answered as a string.
+fn write_json_text(t: &str, buf: &mut BytesMut) {
+    if serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok() {
+        buf.extend_from_slice(t.trim().as_bytes());
+    } else {
+        escape_bytes(t, buf);
+    }
+}
+
+fn escape_into(s: &str, out: &mut Vec<u8>) {
+    let mut b = BytesMut::new();
+    escape_bytes(s, &mut b);
+    out.extend_from_slice(&b);
+}
+
+/// Writes `s` as a JSON string literal.
+fn escape_bytes(s: &str, buf: &mut BytesMut) {
+    buf.extend_from_slice(b"\"");
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                buf.extend_from_slice(&bytes[start..i]);
+                buf.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[start..i]);
+        buf.extend_from_slice(esc);
+        start = i + 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.extend_from_slice(b"\"");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_escape_like_serde_json() {
+        for s in [
+            "plain",
+            "quote\"back\\slash",
+            "line\nbreak\ttab",
+            "ctl\u{1}",
+            "雪 emoji 🦀",
+        ] {
+            let mut b = BytesMut::new();
+            escape_bytes(s, &mut b);
+            assert_eq!(
+                std::str::from_utf8(&b).expect("utf8"),
+                serde_json::to_string(s).expect("json")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_stream_in_the_envelope_and_empty_lists_are_omitted() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut sink = StreamSink::new(tx, "User[]", None, vec!["tags".into()]);
+        sink.columns(&["id".into(), "name".into(), "tags".into()]);
+        sink.row(&[Cell::Int(1), Cell::Null, Cell::Text("[1,2]".into())])
+            .expect("row");
+        sink.row(&[Cell::Int(2), Cell::Text("b".into()), Cell::Null])
+            .expect("row");
+        sink.finish(7).await.expect("finish");
+        let Some(Chunk::Data(d)) = rx.recv().await else {
+            panic!("data")
+        };
+        assert_eq!(
+            std::str::from_utf8(&d).expect("utf8"),
+            r#"{"User[]":[{"id":1,"tags":[1,2]},{"id":2,"name":"b"}],"ok":true,"code":200,"msg":"success","time":7}"#
+        );
+        let (tx, mut rx) = mpsc::channel(4);
+        let mut sink = StreamSink::new(tx, "[]", Some("User"), Vec::new());
+        sink.columns(&["id".into()]);
+        sink.finish(7).await.expect("finish");
+        let Some(Chunk::Data(d)) = rx.recv().await else {
+            panic!("data")
+        };
+        assert_eq!(
+            std::str::from_utf8(&d).expect("utf8"),
+            r#"{"ok":true,"code":200,"msg":"success","time":7}"#
+        );
+    }
+}
