@@ -46,6 +46,9 @@ struct Reader<'a> {
     results: HashMap<String, Json>,
     scopes: Vec<(String, usize)>,
     subqueries: HashMap<String, Select>,
+    /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
+    /// reference fills from the joined row without a statement of their own.
+    quiet_explain: Vec<String>,
 }
 
 /// Runs a GET/HEAD request and returns the result members in request order.
@@ -60,6 +63,7 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Map<String, Json>,
         results: HashMap::new(),
         scopes: Vec::new(),
         subqueries: HashMap::new(),
+        quiet_explain: Vec::new(),
     };
     let mut out = Map::new();
     reader
@@ -312,16 +316,14 @@ impl<'a> Reader<'a> {
         }
         select.limit = Some(1);
         let stmt = render(self.env.dialect, &select);
-        let Some(obj) = self
-            .rows(&stmt, &plan.json_outputs)
-            .await?
-            .into_iter()
-            .next()
-        else {
-            return Ok(None);
+        let explain = plan.explain && !self.quiet_explain.contains(&t.key.text());
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let Some(obj) = rows.into_iter().next() else {
+            // With @explain the object answers its statement even when no row matched.
+            return Ok(explain.then(|| (json!({ "@explain": { "sql": stmt.sql } }), plan.drop)));
         };
         let obj = self
-            .finish_object(t, &plan, obj, &stmt, obj_path, depth)
+            .finish_object(t, &plan, obj, &stmt, obj_path, depth, explain)
             .await?;
         Ok(Some((Json::Object(obj), plan.drop)))
     }
@@ -335,12 +337,16 @@ impl<'a> Reader<'a> {
         stmt: &Statement,
         obj_path: &str,
         depth: usize,
+        explain: bool,
     ) -> Result<Map<String, Json>, ExecError> {
         for (k, v) in &plan.echoes {
             obj.insert(k.clone(), v.clone());
         }
-        if plan.explain {
-            obj.insert("@explain".into(), json!({ "sql": stmt.sql }));
+        if explain {
+            let mut first = Map::with_capacity(obj.len() + 1);
+            first.insert("@explain".into(), json!({ "sql": stmt.sql }));
+            first.extend(obj);
+            obj = first;
         }
         for e in &t.entries {
             if let TableEntry::Function { key, call } = e {
@@ -422,21 +428,35 @@ impl<'a> Reader<'a> {
             return Ok(empty);
         };
         let mut joined = false;
+        let mut item_members: Vec<Member> = a.items.members.get(1..).unwrap_or_default().to_vec();
+        let mut quiet = Vec::new();
         if let Some(j) = &a.join {
             for spec in array::join_specs(j)? {
-                if spec.kind == '@' {
-                    continue;
-                }
-                let Some(vice) = a.items.members.iter().find_map(|m| match &m.node {
-                    Node::Table(t) if m.key == spec.table_key => Some(t),
-                    _ => None,
-                }) else {
+                let Some(slot) = item_members.iter_mut().find(|m| m.key == spec.table_key) else {
                     return Err(PlanError::Invalid(format!(
                         "join: {} is not a table object of {arr_path}",
                         spec.table_key
                     ))
                     .into());
                 };
+                let Node::Table(vice) = &mut slot.node else {
+                    return Err(PlanError::Invalid(format!(
+                        "join: {} is not a table object",
+                        spec.table_key
+                    ))
+                    .into());
+                };
+                if let Some(Json::Object(extra)) = &spec.extra {
+                    let extra = TableObject::from_map(vice.key.clone(), extra.clone())
+                        .map_err(|e| ExecError::Invalid(e.to_string()))?;
+                    *vice = vice.merged(&extra);
+                }
+                if spec.kind == '@' {
+                    continue;
+                }
+                if matches!(spec.kind, '&' | '<' | '>' | ')') {
+                    quiet.push(spec.table_key.clone());
+                }
                 let vice_plan = TablePlan::new(vice, &self.ctx())?;
                 let Some(vice_select) = vice_plan.select_without_refs()? else {
                     return Ok(empty);
@@ -488,12 +508,22 @@ impl<'a> Reader<'a> {
         let stmt = render(self.env.dialect, &select);
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let mut items = Vec::with_capacity(rows.len());
+        let quiet_before = self.quiet_explain.len();
+        self.quiet_explain.extend(quiet);
         for (i, row) in rows.into_iter().enumerate() {
             let item_path = format!("{arr_path}/{i}");
             self.scopes.push((arr_path.clone(), i));
             let main_path = join(&item_path, &main_member.key);
             let result = self
-                .finish_object(main, &plan, row, &stmt, &main_path, depth + 1)
+                .finish_object(
+                    main,
+                    &plan,
+                    row,
+                    &stmt,
+                    &main_path,
+                    depth + 1,
+                    plan.explain && i == 0,
+                )
                 .await;
             let main_obj = match result {
                 Ok(o) => o,
@@ -516,9 +546,8 @@ impl<'a> Reader<'a> {
             } else {
                 let mut item_out = Map::new();
                 item_out.insert(main_member.key.clone(), Json::Object(main_obj));
-                let rest = &a.items.members[1..];
                 let r = self
-                    .container(rest, &item_path, &mut item_out, depth + 1, false)
+                    .container(&item_members, &item_path, &mut item_out, depth + 1, false)
                     .await;
                 if let Err(e) = r {
                     self.scopes.pop();
@@ -531,6 +560,7 @@ impl<'a> Reader<'a> {
                 items.push(item);
             }
         }
+        self.quiet_explain.truncate(quiet_before);
         Ok(ArrayOut {
             empty: items.is_empty(),
             value: (!items.is_empty()).then_some(Json::Array(items)),

@@ -405,10 +405,34 @@ impl TablePlan {
             filter: (!all.is_empty()).then_some(Pred::And(all)),
             group: self.group.clone(),
             having: self.having.clone(),
-            order: self.order.clone(),
+            order: self.default_order(),
             limit: None,
             offset: 0,
         }))
+    }
+
+    /// `@order`, or — as MySQL and MariaDB answer grouped and DISTINCT lists sorted by their
+    /// columns — those columns, so that every engine gives the same rows in the same order.
+    fn default_order(&self) -> Vec<OrderItem> {
+        use crate::query::Direction;
+        if !self.order.is_empty() {
+            return self.order.clone();
+        }
+        if !self.group.is_empty() {
+            return self
+                .group
+                .iter()
+                .map(|g| OrderItem::By(g.clone(), Direction::Default))
+                .collect();
+        }
+        if self.distinct {
+            return self
+                .columns
+                .iter()
+                .map(|c| OrderItem::By(Expr::Alias(c.alias.clone()), Direction::Default))
+                .collect();
+        }
+        Vec::new()
     }
 
     /// The HEAD form of a select: a count with the reference's `@column` quirks (§4.3).
@@ -419,7 +443,7 @@ impl TablePlan {
             }
             _ => Expr::Star,
         };
-        if !self.group.is_empty() || self.distinct || self.from.is_some() {
+        if !self.group.is_empty() || self.distinct || self.from.is_some() || self.aggregate {
             return select.count_wrapped();
         }
         select.columns = vec![SelectItem {

@@ -29,6 +29,14 @@ impl TableKey {
         })
     }
 
+    /// The key as written: `Table` or `Table:alias`.
+    pub fn text(&self) -> String {
+        match &self.alias {
+            Some(a) => format!("{}:{a}", self.table),
+            None => self.table.clone(),
+        }
+    }
+
     /// The name the table is known by inside its SQL statement: the alias, else the table.
     pub fn sql_alias(&self) -> &str {
         self.alias.as_deref().unwrap_or(&self.table)

@@ -32,7 +32,8 @@ pub trait Dialect: Send + Sync {
     /// Length of the JSON array in `arg`.
     fn json_length(&self, arg: &str, out: &mut String);
 
-    /// Length of the text in `arg`.
+    /// Length of the text in `arg`, in bytes: MySQL's `length()`, which the reference's
+    /// clients (`"name[>": 10`, `length(content)`) were written against.
     fn text_length(&self, arg: &str, out: &mut String) {
         out.push_str("length(");
         out.push_str(arg);
@@ -57,6 +58,12 @@ pub trait Dialect: Send + Sync {
 
     /// The type name in `CAST(x AS type)`.
     fn cast_type(&self, t: CastType) -> &'static str;
+
+    /// Writes a rendered function call, adjusted where an engine's result differs.
+    fn wrap_function(&self, name: &str, call: &str, out: &mut String) {
+        let _ = name;
+        out.push_str(call);
+    }
 }
 
 /// SQLite.
@@ -123,6 +130,12 @@ impl Dialect for Sqlite {
         " ESCAPE '\\'"
     }
 
+    fn text_length(&self, arg: &str, out: &mut String) {
+        out.push_str("length(CAST(");
+        out.push_str(arg);
+        out.push_str(" AS BLOB))");
+    }
+
     fn json_contains(&self, lhs: &str, value: &str, out: &mut String) {
         out.push_str("EXISTS (SELECT 1 FROM json_each(");
         out.push_str(lhs);
@@ -166,6 +179,12 @@ impl Dialect for Postgres {
         " ILIKE "
     }
 
+    fn text_length(&self, arg: &str, out: &mut String) {
+        out.push_str("octet_length(");
+        out.push_str(arg);
+        out.push(')');
+    }
+
     fn json_contains(&self, lhs: &str, value: &str, out: &mut String) {
         // Wrapping the element in an array makes `@>` test membership, not sub-documents.
         out.push_str("CAST(");
@@ -188,6 +207,18 @@ impl Dialect for Postgres {
             out.push_str("CAST(");
             out.push_str(arg);
             out.push_str(" AS text)");
+        }
+    }
+
+    fn wrap_function(&self, name: &str, call: &str, out: &mut String) {
+        // MySQL's avg() answers with 4 more decimal places than its input (div_precision_increment);
+        // PostgreSQL's with up to 20. Rounding keeps the answers of both engines alike.
+        if name == "avg" {
+            out.push_str("round(CAST(");
+            out.push_str(call);
+            out.push_str(" AS numeric), 4)");
+        } else {
+            out.push_str(call);
         }
     }
 

@@ -147,23 +147,30 @@ impl Writer<'_> {
                 args,
                 distinct,
             } => {
+                if *name == "length" && args.len() == 1 && !*distinct {
+                    let arg = self.sub(&args[0]);
+                    self.d.text_length(&arg, out);
+                    return;
+                }
                 if *name == "json_length" {
                     let arg = args.first().map(|a| self.sub(a)).unwrap_or_default();
                     self.d.json_length(&arg, out);
                     return;
                 }
-                out.push_str(self.d.function(name));
-                out.push('(');
+                let mut call = String::new();
+                call.push_str(self.d.function(name));
+                call.push('(');
                 if *distinct {
-                    out.push_str("DISTINCT ");
+                    call.push_str("DISTINCT ");
                 }
                 for (i, a) in args.iter().enumerate() {
                     if i > 0 {
-                        out.push_str(", ");
+                        call.push_str(", ");
                     }
-                    self.expr(a, out);
+                    self.expr(a, &mut call);
                 }
-                out.push(')');
+                call.push(')');
+                self.d.wrap_function(name, &call, out);
             }
             Expr::TextLength(inner) => {
                 let arg = self.sub(inner);
