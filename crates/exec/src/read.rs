@@ -103,6 +103,14 @@ pub fn list_key(array_key: &str) -> String {
     }
 }
 
+/// Where a fetched row sits in the answer.
+struct Site<'p> {
+    path: &'p str,
+    depth: usize,
+    /// Whether this object answers its `@explain`.
+    explain: bool,
+}
+
 struct ArrayOut {
     value: Option<Json>,
     totals: Option<(Json, Json)>,
@@ -323,7 +331,17 @@ impl<'a> Reader<'a> {
             return Ok(explain.then(|| (json!({ "@explain": { "sql": stmt.sql } }), plan.drop)));
         };
         let obj = self
-            .finish_object(t, &plan, obj, &stmt, obj_path, depth, explain)
+            .finish_object(
+                t,
+                &plan,
+                obj,
+                &stmt,
+                Site {
+                    path: obj_path,
+                    depth,
+                    explain,
+                },
+            )
             .await?;
         Ok(Some((Json::Object(obj), plan.drop)))
     }
@@ -335,10 +353,13 @@ impl<'a> Reader<'a> {
         plan: &TablePlan,
         mut obj: Map<String, Json>,
         stmt: &Statement,
-        obj_path: &str,
-        depth: usize,
-        explain: bool,
+        site: Site<'_>,
     ) -> Result<Map<String, Json>, ExecError> {
+        let Site {
+            path: obj_path,
+            depth,
+            explain,
+        } = site;
         for (k, v) in &plan.echoes {
             obj.insert(k.clone(), v.clone());
         }
@@ -520,9 +541,11 @@ impl<'a> Reader<'a> {
                     &plan,
                     row,
                     &stmt,
-                    &main_path,
-                    depth + 1,
-                    plan.explain && i == 0,
+                    Site {
+                        path: &main_path,
+                        depth: depth + 1,
+                        explain: plan.explain && i == 0,
+                    },
                 )
                 .await;
             let main_obj = match result {
