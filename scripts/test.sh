@@ -30,6 +30,7 @@ want_my=1
 [ -n "${APIJET_TEST_MYSQL_URL:-}" ] && want_my=0
 
 TMP_DIR=""
+# shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -44,7 +45,8 @@ trap 'exit 143' TERM
 db_install_missing "$want_pg" "$want_my"
 
 if [ "$want_pg" = 1 ] || [ "$want_my" = 1 ]; then
-  TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/apijet-test.XXXXXX")
+  # Under /tmp, not $TMPDIR: the `postgres` user must be able to reach the directory.
+  TMP_DIR=$(mktemp -d /tmp/apijet-test.XXXXXX)
 fi
 if [ "$want_pg" = 1 ]; then
   db_start_postgres "$TMP_DIR"

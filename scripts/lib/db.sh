@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # DB_PG_PORT, DB_MY_PORT are for the caller
 # Throwaway PostgreSQL and MariaDB servers for tests and benchmarks. Source this file; it defines
 # functions and sets no options of its own.
 #
@@ -12,6 +13,8 @@
 # server's log when it never accepts connections.
 
 DB_WAIT_SECONDS=${DB_WAIT_SECONDS:-60}
+# Set by db_start_postgres / db_start_mariadb for the caller.
+DB_PG_PORT="" DB_MY_PORT=""
 DB_PG_BIN=""
 DB_PG_DATA=""
 DB_MY_PID=""
@@ -20,10 +23,10 @@ db_log() { printf '[db] %s\n' "$*" >&2; }
 
 # The newest /usr/lib/postgresql/<version>/bin holding initdb, else the directory of initdb in PATH.
 db_find_pg_bin() {
-  local dir
-  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | while read -r d; do
-    [ -x "$d/initdb" ] && echo "$d"
-  done | tail -n 1)
+  local dir="" d
+  for d in /usr/lib/postgresql/*/bin; do
+    [ -x "$d/initdb" ] && dir=$(printf '%s\n%s\n' "$dir" "$d" | sort -V | tail -n 1)
+  done
   if [ -z "$dir" ] && command -v initdb >/dev/null 2>&1; then
     dir=$(dirname "$(readlink -f "$(command -v initdb)")")
   fi
