@@ -203,6 +203,9 @@ impl<'a> Reader<'a> {
         Box::pin(async move {
             let mut first = first_rule;
             let (mut tables, mut arrays) = (0usize, 0usize);
+            // Named subqueries are echoed as `"name": {}` after the other members, as the
+            // reference answers them.
+            let mut subquery_echoes = Vec::new();
             for m in members {
                 match &m.node {
                     Node::Table(t) => {
@@ -274,7 +277,7 @@ impl<'a> Reader<'a> {
                         let name = m.key.trim_end_matches('@').to_string();
                         let select = plan_subquery(sq, &self.ctx())?;
                         self.subqueries.insert(name.clone(), select);
-                        out.insert(name, json!({}));
+                        subquery_echoes.push(name);
                     }
                     Node::Function(call) => {
                         let name = m.key.trim_end_matches("()").trim_end_matches(['-', '+']);
@@ -286,6 +289,9 @@ impl<'a> Reader<'a> {
                         out.insert(m.key.clone(), v.clone());
                     }
                 }
+            }
+            for name in subquery_echoes {
+                out.insert(name, json!({}));
             }
             Ok(true)
         })
