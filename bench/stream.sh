@@ -294,10 +294,15 @@ create_table() {
   local engine=$1
   case $engine in
     postgres)
-      sql postgres postgres <<<"CREATE DATABASE apijet_bench;"
+      # Without synchronized scans every LIMIT N without ORDER BY reads the first N rows in
+      # physical order, for apijet and psql alike (otherwise a scan starts where the last ended).
+      sql postgres postgres <<<"CREATE DATABASE apijet_bench;
+        ALTER DATABASE apijet_bench SET synchronize_seqscans = off;" ||
+        die "postgres: CREATE DATABASE failed"
       ;;
     mariadb)
-      mariadb --no-defaults -h 127.0.0.1 -P "$DB_MY_PORT" -u root -e "CREATE DATABASE apijet_bench CHARACTER SET utf8mb4"
+      mariadb --no-defaults -h 127.0.0.1 -P "$DB_MY_PORT" -u root -e "CREATE DATABASE apijet_bench CHARACTER SET utf8mb4" ||
+        die "mariadb: CREATE DATABASE failed"
       ;;
   esac
   log "$engine: loading the demo dataset (Access, User, Moment, ...)"
@@ -307,7 +312,7 @@ create_table() {
   t0=$(now)
   case $engine in
     postgres)
-      sql postgres <<SQL
+      sql postgres <<SQL || die "postgres: creating t_event failed"
 CREATE TABLE t_event (
   id bigint PRIMARY KEY,
   x_uin bigint NOT NULL,
@@ -331,7 +336,7 @@ SELECT g,
        CASE WHEN g % 13 = 0 THEN NULL ELSE g % 100 END,
        g % 10000, (g * 31) % 1000, (g % 3)::smallint, (g * 17) % 100000,
        'channel-' || (g % 20), md5(g::text), 'tag' || (g % 7)
-FROM generate_series(1, $TABLE_ROWS) AS g;
+FROM generate_series(1::bigint, $TABLE_ROWS) AS g;
 CREATE INDEX t_event_x_xid ON t_event (x_xid);
 VACUUM ANALYZE t_event;
 INSERT INTO "Access" (id, debug, "schema", name, alias, "get", "head", gets, heads, post, put, "delete", "date", detail)
@@ -350,7 +355,7 @@ SQL
         seq="WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 999)
              SELECT a.i * 1000 + b.i + 1 AS g FROM k a CROSS JOIN k b"
       fi
-      sql mariadb <<SQL
+      sql mariadb <<SQL || die "mariadb: creating t_event failed"
 CREATE TABLE t_event (
   id bigint NOT NULL PRIMARY KEY,
   x_uin bigint NOT NULL,

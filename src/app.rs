@@ -1,7 +1,10 @@
 //! The pipeline for one request, stage after stage: request → plan/exec → response.
 
 use crate::config::Config;
+use crate::session::Sessions;
+use apijet_auth::TokenKey;
 use apijet_core::Method;
+use apijet_core::Visitor;
 use apijet_exec::read::{read, ReadEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
@@ -10,8 +13,10 @@ use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::stream::{Chunk, StreamSink};
 use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
+use arc_swap::ArcSwap;
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// An answer: a JSON document, or a list streaming from the database.
@@ -25,16 +30,39 @@ pub enum Answer {
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
 const STREAM_CHANNEL: usize = 2;
 
+/// What the database says the API is: tables and roles (and, for private methods, the
+/// `Request` rules). Replaced whole on reload, so requests in flight keep the one they started
+/// with.
+pub struct Snapshot {
+    pub schema: SchemaCache,
+}
+
 /// What every request shares; built once at start-up.
 pub struct AppState {
     pub backend: Backend,
     pub dialect: Box<dyn Dialect>,
-    pub schema: Arc<SchemaCache>,
+    snapshot: ArcSwap<Snapshot>,
     pub options: PlanOptions,
+    pub sessions: Sessions,
+    /// User ids allowed to `POST /reload`.
+    pub admins: Vec<i64>,
+}
+
+/// Prints start-up warnings without flooding: a demo database names many absent tables.
+fn report(warnings: &[String]) {
+    for w in warnings.iter().take(3) {
+        eprintln!("apijet: warning: {w}");
+    }
+    if warnings.len() > 3 {
+        eprintln!(
+            "apijet: warning: … and {} more rows skipped",
+            warnings.len() - 3
+        );
+    }
 }
 
 impl AppState {
-    /// Connects, seeds the default SQLite database on first start, and loads the schema.
+    /// Connects, seeds the default SQLite database on first start, and loads the snapshot.
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
         let url = DbUrl::parse(&cfg.db).map_err(|e| e.to_string())?;
         let seed = matches!(&url, DbUrl::Sqlite(p) if cfg.db == crate::config::DEFAULT_DB
@@ -49,23 +77,22 @@ impl AppState {
                 .map_err(|e| format!("cannot create the demo database: {e}"))?;
             eprintln!("apijet: created {} with the demo dataset", cfg.db);
         }
-        let schema = apijet_exec::load_schema(&backend)
-            .await
-            .map_err(|e| e.to_string())?;
-        // A demo database names many tables it does not have; a few lines say enough.
-        for w in schema.warnings.iter().take(3) {
-            eprintln!("apijet: warning: {w}");
-        }
-        if schema.warnings.len() > 3 {
-            eprintln!(
-                "apijet: warning: … and {} more Access rows skipped",
-                schema.warnings.len() - 3
-            );
-        }
+        let key = match &cfg.token_secret {
+            Some(secret) if !secret.is_empty() => TokenKey::new(secret.as_bytes()),
+            _ => {
+                eprintln!(
+                    "apijet: WARNING: no token_secret configured; using a random key. Logins end \
+                     when this process stops and other instances will not accept its tokens. \
+                     Set token_secret (or APIJET_TOKEN_SECRET) in production."
+                );
+                TokenKey::random()?
+            }
+        };
+        let snapshot = load_snapshot(&backend).await?;
         Ok(AppState {
             dialect: backend.dialect(),
             backend,
-            schema: Arc::new(schema),
+            snapshot: ArcSwap::from_pointee(snapshot),
             options: PlanOptions {
                 debug: cfg.debug,
                 max_count: cfg.max_count,
@@ -74,18 +101,29 @@ impl AppState {
                 max_objects: cfg.max_objects,
                 ..PlanOptions::default()
             },
+            sessions: Sessions {
+                key,
+                ttl: Duration::from_secs(cfg.token_ttl_secs),
+            },
+            admins: cfg.admins.clone(),
         })
     }
 
+    /// The current snapshot; cheap, and stable for as long as the caller holds it.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
+    pub async fn reload(&self) -> Result<(), String> {
+        let fresh = load_snapshot(&self.backend).await?;
+        self.snapshot.store(Arc::new(fresh));
+        Ok(())
+    }
+
     /// Answers one APIJSON call; errors become the envelope with their code.
-    pub async fn answer(
-        self: &Arc<Self>,
-        method: &str,
-        tag: Option<&str>,
-        query: &[(String, String)],
-        body: &[u8],
-    ) -> Answer {
-        match self.run(method, tag, query, body).await {
+    pub async fn answer(self: &Arc<Self>, call: Call<'_>) -> Answer {
+        match self.run(call).await {
             Ok(a) => a,
             Err(e) => Answer::Json(self.failure(&e)),
         }
@@ -99,36 +137,36 @@ impl AppState {
         failure(e, self.options.debug)
     }
 
-    async fn run(
-        self: &Arc<Self>,
-        method: &str,
-        tag: Option<&str>,
-        query: &[(String, String)],
-        body: &[u8],
-    ) -> Result<Answer, ApiError> {
-        let method =
-            Method::from_url(method).ok_or_else(|| ApiError::UnknownMethod(method.to_string()))?;
-        let mut map = parse_body(body)?;
-        if let Some(tag) = tag {
+    async fn run(self: &Arc<Self>, call: Call<'_>) -> Result<Answer, ApiError> {
+        let method = Method::from_url(call.method)
+            .ok_or_else(|| ApiError::UnknownMethod(call.method.to_string()))?;
+        let mut map = parse_body(call.body)?;
+        if let Some(tag) = call.tag {
             map = wrap_tag(map, tag, method);
         }
-        for (k, v) in query {
+        for (k, v) in call.query {
             let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.clone()));
             map.insert(k.clone(), value);
         }
-        let req = Request::from_map(map)?;
-        match method {
-            Method::Get | Method::Head => {}
-            // Private methods need a login first (§13.2); sessions arrive with the access work.
-            _ => return Err(PlanError::NotLoggedIn.into()),
+        let visitor = call.visitor.as_ref();
+        if !method.is_public() && visitor.is_none() {
+            // Every private method needs a login before anything else (§13.2).
+            return Err(PlanError::NotLoggedIn.into());
         }
+        let snapshot = self.snapshot();
+        let map = match method {
+            Method::Get | Method::Head => map,
+            Method::Gets | Method::Heads => self.verify(method, map, &snapshot)?,
+            _ => return Err(ApiError::Unsupported(format!("{method}"))),
+        };
+        let req = Request::from_map(map)?;
         let env = ReadEnv {
             backend: &self.backend,
             dialect: self.dialect.as_ref(),
-            schema: &self.schema,
+            schema: &snapshot.schema,
             options: &self.options,
             method,
-            visitor: None,
+            visitor,
         };
         if let Some(list) = list_query(&req, &env)? {
             let Some(stmt) = list.statement else {
@@ -157,6 +195,38 @@ impl AppState {
         let results = read(&req, &env).await?;
         Ok(Answer::Json(success(results, req.format)))
     }
+
+    /// GETS and HEADS: the `Request` table's structure decides what may run.
+    fn verify(
+        &self,
+        _method: Method,
+        map: Map<String, Json>,
+        _snapshot: &Snapshot,
+    ) -> Result<Map<String, Json>, ApiError> {
+        Ok(map)
+    }
+}
+
+/// One call as the HTTP edge received it.
+pub struct Call<'a> {
+    /// The `/{method}` segment.
+    pub method: &'a str,
+    /// The `/{method}/{tag}` segment.
+    pub tag: Option<&'a str>,
+    /// URL query parameters, merged into the root.
+    pub query: &'a [(String, String)],
+    /// The body.
+    pub body: &'a [u8],
+    /// Who is calling.
+    pub visitor: Option<Visitor>,
+}
+
+async fn load_snapshot(backend: &Backend) -> Result<Snapshot, String> {
+    let schema = apijet_exec::load_schema(backend)
+        .await
+        .map_err(|e| e.to_string())?;
+    report(&schema.warnings);
+    Ok(Snapshot { schema })
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

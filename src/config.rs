@@ -27,6 +27,12 @@ pub struct Config {
     pub statement_timeout_ms: u64,
     /// Database connections per instance.
     pub pool_size: usize,
+    /// The key that signs login tokens; instances sharing it accept each other's tokens.
+    pub token_secret: Option<String>,
+    /// How long a login lasts, in seconds (seven times longer with `remember`).
+    pub token_ttl_secs: u64,
+    /// User ids allowed to `POST /reload` (SIGHUP always works).
+    pub admins: Vec<i64>,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -43,6 +49,9 @@ pub struct Partial {
     max_body_bytes: Option<usize>,
     statement_timeout_ms: Option<u64>,
     pool_size: Option<usize>,
+    token_secret: Option<String>,
+    token_ttl_secs: Option<u64>,
+    admins: Option<Vec<i64>>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -61,6 +70,9 @@ impl Default for Config {
             max_body_bytes: 1 << 20,
             statement_timeout_ms: 30_000,
             pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
+            token_secret: None,
+            token_ttl_secs: 86_400,
+            admins: Vec::new(),
         }
     }
 }
@@ -80,8 +92,13 @@ impl Config {
             max_objects,
             max_body_bytes,
             statement_timeout_ms,
-            pool_size
+            pool_size,
+            token_ttl_secs,
+            admins
         );
+        if p.token_secret.is_some() {
+            self.token_secret = p.token_secret;
+        }
     }
 
     /// Builds the configuration: defaults, then `file`, then the environment, then `flags`.
@@ -136,6 +153,21 @@ fn from_env() -> Result<Partial, String> {
         max_body_bytes: var("APIJET_MAX_BODY_BYTES")?,
         statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
         pool_size: var("APIJET_POOL_SIZE")?,
+        token_secret: var("APIJET_TOKEN_SECRET")?,
+        token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,
+        admins: match std::env::var("APIJET_ADMINS") {
+            Ok(v) => Some(
+                v.split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| {
+                        s.trim()
+                            .parse()
+                            .map_err(|_| format!("APIJET_ADMINS: '{s}' is not a user id"))
+                    })
+                    .collect::<Result<Vec<i64>, String>>()?,
+            ),
+            Err(_) => None,
+        },
     })
 }
 
@@ -146,6 +178,13 @@ mod tests {
     #[test]
     fn flags_win_over_the_file() {
         let dir = std::env::temp_dir().join(format!("apijet-config-{}", std::process::id()));
+        struct Cleanup(std::path::PathBuf);
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _cleanup = Cleanup(dir.clone());
         std::fs::create_dir_all(&dir).expect("temp dir");
         let file = dir.join("apijet.toml");
         std::fs::write(&file, "db = \"sqlite://file.db\"\nmax_count = 1000\n").expect("write");

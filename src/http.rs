@@ -1,13 +1,17 @@
 //! The HTTP edge: routes, body limits, and the APIJSON rule that every call that reached the
 //! parser is answered with HTTP 200 and its code in the body.
 
-use crate::app::{Answer, AppState};
+use crate::app::{Answer, AppState, Call};
 use crate::config::Config;
+use crate::session::{login_failure, not_logged_in, Sessions};
+use apijet_plan::PlanError;
 use apijet_response::stream::Chunk;
+use apijet_response::ApiError;
 use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
@@ -66,15 +70,25 @@ async fn call(
     State(s): State<Shared>,
     Path(method): Path<String>,
     Query(q): Params,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    send(&s, s.answer(&method, None, &q, &body).await).await
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: None,
+        query: &q,
+        body: &body,
+        visitor,
+    };
+    send(&s, s.answer(call).await).await
 }
 
 async fn call_tag(
     State(s): State<Shared>,
     Path((method, tag)): Path<(String, String)>,
     Query(q): Params,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let body = if body.iter().all(u8::is_ascii_whitespace) {
@@ -82,7 +96,15 @@ async fn call_tag(
     } else {
         body
     };
-    send(&s, s.answer(&method, Some(&tag), &q, &body).await).await
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: Some(&tag),
+        query: &q,
+        body: &body,
+        visitor,
+    };
+    send(&s, s.answer(call).await).await
 }
 
 /// `GET /get/{url-encoded-json}`: the request in the URL, for browsers and quick checks.
@@ -90,13 +112,74 @@ async fn call_in_url(
     State(s): State<Shared>,
     Path((method, json)): Path<(String, String)>,
     Query(q): Params,
+    headers: HeaderMap,
 ) -> Response {
-    send(&s, s.answer(&method, None, &q, json.as_bytes()).await).await
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: None,
+        query: &q,
+        body: json.as_bytes(),
+        visitor,
+    };
+    send(&s, s.answer(call).await).await
+}
+
+async fn login(State(s): State<Shared>, body: Bytes) -> Response {
+    match s.login(&body).await {
+        Ok((answer, token, ttl)) => {
+            let mut r = json_response(&answer);
+            if let Ok(v) = HeaderValue::from_str(&Sessions::cookie(&token, ttl)) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Err(e) => json_response(&login_failure(&e)),
+    }
+}
+
+async fn logout(State(s): State<Shared>, headers: HeaderMap) -> Response {
+    let answer = match s.sessions.visitor(&headers) {
+        Some(v) => {
+            let mut user = serde_json::Map::new();
+            user.insert("id".into(), v.id.into());
+            user.insert("count".into(), 1.into());
+            user.insert("ok".into(), true.into());
+            user.insert("code".into(), 200.into());
+            user.insert("msg".into(), "success".into());
+            let mut out = serde_json::Map::new();
+            out.insert("user".into(), serde_json::Value::Object(user));
+            apijet_response::success(out, false)
+        }
+        None => s.failure(&not_logged_in()),
+    };
+    let mut r = json_response(&answer);
+    if let Ok(v) = HeaderValue::from_str(&Sessions::clear_cookie()) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
+    let answer = match s.sessions.visitor(&headers) {
+        None => s.failure(&not_logged_in()),
+        Some(v) if !s.admins.contains(&v.id) => s.failure(&ApiError::Plan(PlanError::Forbidden(
+            "reload is only allowed to the admins listed in the configuration".into(),
+        ))),
+        Some(_) => match s.reload().await {
+            Ok(()) => apijet_response::success(serde_json::Map::new(), false),
+            Err(e) => s.failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
+        },
+    };
+    json_response(&answer)
 }
 
 /// The router over a started state.
 pub fn router(state: Shared, max_body: usize) -> Router {
     Router::new()
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+        .route("/reload", post(reload))
         .route("/{method}", post(call))
         .route("/{method}/{tag}", post(call_tag).get(call_in_url))
         .layer(DefaultBodyLimit::max(max_body))
@@ -105,7 +188,8 @@ pub fn router(state: Shared, max_body: usize) -> Router {
 
 /// Starts the server and runs until it is stopped.
 pub async fn serve(cfg: Config) -> Result<(), String> {
-    let state = AppState::start(&cfg).await?;
+    let state = Arc::new(AppState::start(&cfg).await?);
+    reload_on_sighup(Arc::clone(&state));
     let engine = state.backend.engine().name();
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
@@ -115,12 +199,29 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         "apijet listening on http://{addr}, serving {engine} database {}",
         redact(&cfg.db)
     );
-    axum::serve(listener, router(Arc::new(state), cfg.max_body_bytes))
+    axum::serve(listener, router(state, cfg.max_body_bytes))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
         .map_err(|e| e.to_string())
+}
+
+/// SIGHUP re-reads the schema and configuration tables without stopping requests in flight.
+fn reload_on_sighup(state: Shared) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match state.reload().await {
+                Ok(()) => eprintln!("apijet: reloaded on SIGHUP"),
+                Err(e) => eprintln!("apijet: reload on SIGHUP failed, keeping the old tables: {e}"),
+            }
+        }
+    });
 }
 
 /// The URL without its password, for logs.

@@ -201,3 +201,12 @@ impl Value {
         }
     }
 }
+
+/// A logged-in visitor: who they are and whose rows CONTACT and CIRCLE reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visitor {
+    /// User id.
+    pub id: i64,
+    /// The ids of the visitor's contacts.
+    pub contacts: Vec<i64>,
+}

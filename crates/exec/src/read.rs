@@ -51,6 +51,51 @@ struct Reader<'a> {
     quiet_explain: Vec<String>,
 }
 
+/// Runs one planned SELECT and collects its rows as JSON objects (internal lookups).
+pub async fn fetch_rows(
+    backend: &Backend,
+    dialect: &dyn Dialect,
+    select: &Select,
+    json_outputs: &[String],
+) -> Result<Vec<Map<String, Json>>, ExecError> {
+    let mut sink = CollectSink::new(json_outputs);
+    backend.fetch(&render(dialect, select), &mut sink).await?;
+    Ok(sink.rows)
+}
+
+/// `k-()` functions run before the object's SQL; their results become conditions (§11).
+fn with_pre_functions(
+    t: &TableObject,
+    visitor: Option<&apijet_core::Visitor>,
+) -> Result<Option<TableObject>, ExecError> {
+    if !t
+        .entries
+        .iter()
+        .any(|e| matches!(e, TableEntry::Function { key, .. } if key.ends_with("-()")))
+    {
+        return Ok(None);
+    }
+    let mut entries = Vec::with_capacity(t.entries.len());
+    let empty = Map::new();
+    for e in &t.entries {
+        match e {
+            TableEntry::Function { key, call } if key.ends_with("-()") => {
+                let name = key.trim_end_matches("-()");
+                if let Some(value) = functions::call(call, &empty, visitor)? {
+                    let key = apijet_request::ConditionKey::parse(name)
+                        .map_err(|e| ExecError::Invalid(e.to_string()))?;
+                    entries.push(TableEntry::Condition { key, value });
+                }
+            }
+            other => entries.push(other.clone()),
+        }
+    }
+    Ok(Some(TableObject {
+        key: t.key.clone(),
+        entries,
+    }))
+}
+
 /// Runs a GET/HEAD request and returns the result members in request order.
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Map<String, Json>, ExecError> {
     let mut reader = Reader {
@@ -306,6 +351,8 @@ impl<'a> Reader<'a> {
         depth: usize,
     ) -> Result<Option<(Json, bool)>, ExecError> {
         self.check_depth(obj_path, depth)?;
+        let prepared = with_pre_functions(t, self.env.visitor)?;
+        let t = prepared.as_ref().unwrap_or(t);
         let plan = TablePlan::new(t, &self.ctx())?;
         let select = {
             let mut resolve = |p: &str| self.resolve(p, container);

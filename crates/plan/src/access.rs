@@ -96,3 +96,106 @@ pub(crate) fn role_filter(
         _ => None,
     })
 }
+
+/// A server-internal query (login, contact lists): `columns` of `table` where `key = value`.
+/// Hidden columns may be named here, since the answer never reaches a client as is.
+pub fn lookup(
+    table: &Table,
+    columns: &[&str],
+    key: &str,
+    value: Value,
+) -> Result<crate::query::Select, PlanError> {
+    use crate::query::{Select, SelectItem, Source};
+    let col = |name: &str| {
+        table
+            .column(name)
+            .map(|c| Expr::Column {
+                table: None,
+                name: Ident::new(c.name.clone()),
+                kind: c.kind,
+            })
+            .ok_or_else(|| PlanError::UnknownColumn {
+                table: table.api_name.clone(),
+                column: name.to_string(),
+            })
+    };
+    let mut items = Vec::with_capacity(columns.len());
+    for c in columns {
+        items.push(SelectItem {
+            expr: col(c)?,
+            alias: Ident::new(*c),
+        });
+    }
+    Ok(Select {
+        distinct: false,
+        columns: items,
+        source: Source::Table(Ident::new(table.sql_name.clone())),
+        alias: Ident::new(table.api_name.clone()),
+        joins: Vec::new(),
+        filter: Some(Pred::Cmp(col(key)?, CmpOp::Eq, Expr::Value(value))),
+        group: Vec::new(),
+        having: None,
+        order: Vec::new(),
+        limit: Some(1),
+        offset: 0,
+    })
+}
+
+/// The columns a client may see of `table` (everything not starting with `_`).
+pub fn visible_columns(table: &Table) -> Vec<&str> {
+    table
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| !n.starts_with('_'))
+        .collect()
+}
+
+/// OWNER, CONTACT and CIRCLE restrict which owner ids a request may name: an `id`/`userId`
+/// value outside the visitor's reach is refused (401) rather than silently matching nothing.
+pub(crate) fn check_owner_values(
+    table: &Table,
+    role: Role,
+    ctx: &Ctx<'_>,
+    conds: &[crate::table::CondSpec],
+) -> Result<(), PlanError> {
+    use apijet_request::{Logic, Op};
+    let Some(visitor) = ctx.visitor else {
+        return Ok(());
+    };
+    let Some(owner) = owner_column(table) else {
+        return Ok(());
+    };
+    let allowed = |id: i64| match role {
+        Role::Owner => id == visitor.id,
+        Role::Contact => visitor.contacts.contains(&id),
+        Role::Circle => id == visitor.id || visitor.contacts.contains(&id),
+        _ => true,
+    };
+    for c in conds {
+        if c.key.column != owner || c.key.logic != Logic::Default {
+            continue;
+        }
+        let crate::table::Operand::Literal(v) = &c.operand else {
+            continue;
+        };
+        let ids: Vec<&Json> = match (c.key.op, v) {
+            (Op::Eq, v) => vec![v],
+            (Op::In, Json::Array(items)) => items.iter().collect(),
+            _ => continue,
+        };
+        for id in ids {
+            let n = id
+                .as_i64()
+                .or_else(|| id.as_str().and_then(|s| s.parse().ok()));
+            if n.is_some_and(|n| !allowed(n)) {
+                return Err(PlanError::AccessDenied {
+                    table: format!("{} = {id} of {}", owner, table.api_name),
+                    role,
+                    method: ctx.method,
+                });
+            }
+        }
+    }
+    Ok(())
+}

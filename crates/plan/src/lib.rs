@@ -17,7 +17,7 @@ pub mod schema;
 mod select_list;
 mod table;
 
-pub use access::owner_column;
+pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;
 pub use table::{plan_subquery, CondSpec, Operand, TablePlan};
 
@@ -54,14 +54,7 @@ impl Default for PlanOptions {
     }
 }
 
-/// The logged-in visitor.
-#[derive(Debug, Clone)]
-pub struct Visitor {
-    /// User id.
-    pub id: i64,
-    /// The ids of the visitor's contacts.
-    pub contacts: Vec<i64>,
-}
+pub use apijet_core::Visitor;
 
 /// Everything planning one object needs to know about its request.
 #[derive(Debug, Clone, Copy)]

@@ -289,6 +289,7 @@ impl TablePlan {
             }
             None => None,
         };
+        access::check_owner_values(&table, role, ctx, &conds)?;
         let role_filter = access::role_filter(&table, role, ctx, &alias)?;
 
         Ok(TablePlan {

@@ -1,0 +1,198 @@
+//! Login, logout, and who the visitor of a request is (protocol §14).
+//!
+//! `/login` checks a phone and password against the `Privacy` table and answers with a signed
+//! token (see `apijet-auth`), set both as a cookie for web clients that expect a session and in
+//! the body for `Authorization: Bearer` clients. No session state is kept on the server.
+
+use crate::app::AppState;
+use apijet_auth::{constant_time_eq, TokenKey};
+use apijet_core::{Value, Visitor};
+use apijet_exec::read::fetch_rows;
+use apijet_plan::{lookup, visible_columns, PlanError};
+use apijet_response::ApiError;
+use axum::http::HeaderMap;
+use serde_json::{json, Map, Value as Json};
+use std::time::{Duration, SystemTime};
+
+/// The cookie that carries the token.
+pub const COOKIE: &str = "apijet_token";
+
+/// Signs and reads tokens.
+pub struct Sessions {
+    pub key: TokenKey,
+    pub ttl: Duration,
+}
+
+impl Sessions {
+    /// The visitor of a request: a valid token in `Authorization: Bearer` or the cookie.
+    /// Invalid, foreign and expired tokens mean "not logged in", never an error of their own.
+    pub fn visitor(&self, headers: &HeaderMap) -> Option<Visitor> {
+        let now = SystemTime::now();
+        let bearer = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if let Some(t) = bearer {
+            return self.key.verify(t.trim(), now).ok();
+        }
+        headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+            .find_map(|t| self.key.verify(t, now).ok())
+    }
+
+    /// `Set-Cookie` for a token valid `max_age`.
+    pub fn cookie(token: &str, max_age: Duration) -> String {
+        format!(
+            "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}",
+            max_age.as_secs()
+        )
+    }
+
+    /// `Set-Cookie` that removes the cookie.
+    pub fn clear_cookie() -> String {
+        format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0")
+    }
+}
+
+fn text(v: &Json) -> Option<String> {
+    match v {
+        Json::String(s) => Some(s.clone()),
+        Json::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Where a login failed, with the reference's codes: 404 unknown phone, 412 wrong password.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// The body is not a login request.
+    #[error("{0}")]
+    Invalid(String),
+    /// No account with that phone.
+    #[error("phone {0} is not registered")]
+    UnknownPhone(String),
+    /// The password does not match.
+    #[error("wrong phone or password")]
+    WrongPassword,
+    /// Any other failure.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl LoginError {
+    /// The APIJSON code.
+    pub fn code(&self) -> u16 {
+        match self {
+            LoginError::Invalid(_) => 406,
+            LoginError::UnknownPhone(_) => 404,
+            LoginError::WrongPassword => 412,
+            LoginError::Api(e) => e.code(),
+        }
+    }
+}
+
+impl AppState {
+    /// Checks the credentials; the answer (user row + token) and the token's lifetime.
+    pub async fn login(&self, body: &[u8]) -> Result<(Json, String, Duration), LoginError> {
+        let req = apijet_request::parse_body(body).map_err(|e| LoginError::Api(e.into()))?;
+        let phone = req
+            .get("phone")
+            .and_then(text)
+            .ok_or_else(|| LoginError::Invalid("phone is required".into()))?;
+        let password = req
+            .get("password")
+            .and_then(text)
+            .ok_or_else(|| LoginError::Invalid("password is required".into()))?;
+        if req.get("type").and_then(Json::as_i64).unwrap_or(0) != 0 {
+            return Err(LoginError::Invalid(
+                "only password login (type 0) is supported".into(),
+            ));
+        }
+        let remember = req.get("remember").and_then(Json::as_bool).unwrap_or(false);
+        let snapshot = self.snapshot();
+        let table = |name: &str| {
+            snapshot.schema.table(name).cloned().ok_or_else(|| {
+                LoginError::Invalid(format!("this database has no {name} table to log in with"))
+            })
+        };
+        let privacy = table("Privacy")?;
+        let select = lookup(
+            &privacy,
+            &["id", "_password"],
+            "phone",
+            Value::Text(phone.clone()),
+        )
+        .map_err(ApiError::from)?;
+        let rows = fetch_rows(&self.backend, self.dialect.as_ref(), &select, &[])
+            .await
+            .map_err(ApiError::from)?;
+        let Some(row) = rows.first() else {
+            return Err(LoginError::UnknownPhone(phone));
+        };
+        let stored = row.get("_password").and_then(text).unwrap_or_default();
+        if !constant_time_eq(stored.as_bytes(), password.as_bytes()) {
+            return Err(LoginError::WrongPassword);
+        }
+        let id = row
+            .get("id")
+            .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+            .ok_or(LoginError::WrongPassword)?;
+        let user_table = table("User")?;
+        let select = lookup(
+            &user_table,
+            &visible_columns(&user_table),
+            "id",
+            Value::Int(id),
+        )
+        .map_err(ApiError::from)?;
+        let json_cols: Vec<String> = user_table
+            .columns
+            .iter()
+            .filter(|c| c.kind == apijet_plan::schema::ColumnKind::Json)
+            .map(|c| c.name.clone())
+            .collect();
+        let user = fetch_rows(&self.backend, self.dialect.as_ref(), &select, &json_cols)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let contacts = user
+            .get("contactIdList")
+            .and_then(Json::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ttl = if remember {
+            self.sessions.ttl * 7
+        } else {
+            self.sessions.ttl
+        };
+        let token = self
+            .sessions
+            .key
+            .issue(&Visitor { id, contacts }, ttl, SystemTime::now());
+        let mut out = Map::new();
+        out.insert("User".into(), Json::Object(user));
+        out.insert("token".into(), json!(token));
+        out.insert("remember".into(), json!(remember));
+        Ok((apijet_response::success(out, false), token, ttl))
+    }
+}
+
+/// The error answer of a failed login.
+pub fn login_failure(e: &LoginError) -> Json {
+    json!({ "ok": false, "code": e.code(), "msg": e.to_string(), "time": apijet_response::now_ms() })
+}
+
+/// Not logged in (407), for private calls without a visitor.
+pub fn not_logged_in() -> ApiError {
+    ApiError::Plan(PlanError::NotLoggedIn)
+}
