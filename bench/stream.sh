@@ -186,10 +186,11 @@ sql() {
 select_sql() { printf 'SELECT %s FROM t_event LIMIT %s' "$COLUMNS_CSV" "$1"; }
 
 # The database's own client reading N rows (stdout); baseline_once times it to /dev/null.
+# The time includes the client's start-up and connection; LIMIT 0 measures that part.
 baseline_cmd() {
   case $1 in
-    postgres) psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$DB_PG_PORT" -U postgres -d apijet_bench \
-      -c "COPY ($(select_sql "$2")) TO STDOUT" ;;
+    postgres) PGGSSENCMODE=disable PGSSLMODE=disable psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 \
+      -p "$DB_PG_PORT" -U postgres -d apijet_bench -c "COPY ($(select_sql "$2")) TO STDOUT" ;;
     mariadb) mariadb --no-defaults --quick -N -B -h 127.0.0.1 -P "$DB_MY_PORT" -u root apijet_bench \
       -e "$(select_sql "$2")" ;;
   esac
@@ -355,7 +356,7 @@ SQL
         seq="WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 999)
              SELECT a.i * 1000 + b.i + 1 AS g FROM k a CROSS JOIN k b"
       fi
-      sql mariadb <<SQL || die "mariadb: creating t_event failed"
+      sql mariadb >/dev/null <<SQL || die "mariadb: creating t_event failed"
 CREATE TABLE t_event (
   id bigint NOT NULL PRIMARY KEY,
   x_uin bigint NOT NULL,
@@ -452,7 +453,7 @@ run_engine() {
   create_table "$engine"
   start_apijet "$engine"
 
-  local table row n r
+  local table row n r overheads=()
   table=$(printf '%-8s | %9s | %8s | %12s | %10s | %5s | %19s | %12s | %11s' \
     engine rows 'apijet s' 'first byte s' 'baseline s' ratio 'apijet peak RSS MiB' 'idle RSS MiB' bytes)
   table+=$'\n'$(printf '%s' "$table" | tr -c '|\n' '-')
@@ -462,13 +463,15 @@ run_engine() {
     verify "$n" "$APIJET_URL"
     local bbytes
     bbytes=$(baseline_cmd "$engine" "$n" | wc -c | tr -d ' ')
-    local bt totals=() firsts=() walls=() peaks=() hwms=() bases=() bytes=()
+    local bt totals=() firsts=() zeros=() walls=() peaks=() hwms=() bases=() bytes=()
     for ((r = 1; r <= REPEAT; r++)); do
       apijet_once "$n" "$APIJET_URL"
       totals+=("$RUN_TOTAL") firsts+=("$RUN_FIRST") walls+=("$RUN_WALL")
       peaks+=("$RUN_PEAK_KB") hwms+=("$RUN_HWM_KB") bytes+=("$RUN_BYTES")
       bt=$(baseline_once "$engine" "$n")
       bases+=("$bt")
+      bt=$(baseline_once "$engine" 0)
+      zeros+=("$bt")
       log "$engine: N=$n round $r: apijet ${RUN_TOTAL}s (first byte ${RUN_FIRST}s, peak $(mib "$RUN_PEAK_KB") MiB, HWM $(mib "$RUN_HWM_KB") MiB), baseline ${bases[-1]}s"
     done
     local b
@@ -478,19 +481,21 @@ run_engine() {
         FAILED=1
       }
     done
-    local t_med f_med w_med b_med ratio peak hwm
+    local t_med f_med w_med b_med z_med ratio peak hwm
     t_med=$(median "${totals[@]}")
     f_med=$(median "${firsts[@]}")
     w_med=$(median "${walls[@]}")
     b_med=$(median "${bases[@]}")
+    z_med=$(median "${zeros[@]}")
+    overheads+=("$z_med")
     ratio=$(awk -v a="$t_med" -v b="$b_med" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')
     peak=$(max_of "${peaks[@]}")
     hwm=$(max_of "${hwms[@]}")
     row=$(printf '%-8s | %9s | %8.3f | %12.3f | %10.3f | %5s | %19s | %12s | %11s' \
       "$engine" "$n" "$t_med" "$f_med" "$b_med" "$ratio" "$(mib "$peak")" "$(mib "$IDLE_KB")" "$VERIFY_BYTES")
     table+=$'\n'$row
-    printf '{"date":"%s","commit":"%s","dirty":%s,"cpus":%s,"engine":"%s","server_version":"%s","rows":%s,"repeat":%s,"apijet_s":%s,"first_byte_s":%s,"apijet_wall_s":%s,"baseline_s":%s,"ratio":%s,"peak_rss_mib":%s,"hwm_rss_mib":%s,"idle_rss_mib":%s,"bytes":%s,"baseline_bytes":%s,"apijet_s_runs":%s,"first_byte_s_runs":%s,"baseline_s_runs":%s,"peak_rss_kb_runs":%s,"hwm_rss_kb_runs":%s}\n' \
-      "$STAMP" "$COMMIT" "$DIRTY" "$(nproc)" "$engine" "$ver" "$n" "$REPEAT" "$t_med" "$f_med" "$w_med" "$b_med" "$ratio" \
+    printf '{"date":"%s","commit":"%s","dirty":%s,"cpus":%s,"engine":"%s","server_version":"%s","rows":%s,"repeat":%s,"apijet_s":%s,"first_byte_s":%s,"apijet_wall_s":%s,"baseline_s":%s,"baseline_limit0_s":%s,"ratio":%s,"peak_rss_mib":%s,"hwm_rss_mib":%s,"idle_rss_mib":%s,"bytes":%s,"baseline_bytes":%s,"apijet_s_runs":%s,"first_byte_s_runs":%s,"baseline_s_runs":%s,"peak_rss_kb_runs":%s,"hwm_rss_kb_runs":%s}\n' \
+      "$STAMP" "$COMMIT" "$DIRTY" "$(nproc)" "$engine" "$ver" "$n" "$REPEAT" "$t_med" "$f_med" "$w_med" "$b_med" "$z_med" "$ratio" \
       "$(mib "$peak")" "$(mib "$hwm")" "$(mib "$IDLE_KB")" "$VERIFY_BYTES" "$bbytes" \
       "$(json_list "${totals[@]}")" "$(json_list "${firsts[@]}")" "$(json_list "${bases[@]}")" \
       "$(json_list "${peaks[@]}")" "$(json_list "${hwms[@]}")" >>"$OUT"
@@ -508,6 +513,7 @@ run_engine() {
     FAILED=1
   fi
   table+=$'\n'"memory, $last_n rows: peak $(mib "$worst") MiB (max of sampled VmRSS and VmHWM) - idle $(mib "$IDLE_KB") MiB = $growth MiB above idle (bar $MEM_BAR_MIB MiB): $verdict"
+  table+=$'\n'"baseline client start-up + connect (same query with LIMIT 0): $(median "${overheads[@]}") s"
   TABLES+=$table$'\n\n'
 
   stop_apijet

@@ -7,63 +7,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::process::Command;
-use support::{with_database, Engine, Server};
+use support::{demo_databases, Server};
 
 const CONFIG: &str = "debug = false\nmax_count = 100\n";
-
-/// A database holding a fresh copy of the demo dataset, per engine.
-fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
-    let exe = env!("CARGO_BIN_EXE_apijet");
-    let mut out = Vec::new();
-    let dir = std::env::temp_dir().join(format!("apijet-demo-it-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let sqlite = format!("sqlite://{}", dir.join(format!("{test}.db")).display());
-    out.push(("sqlite", sqlite));
-    for engine in Engine::ALL {
-        let Some(admin) = engine.url() else {
-            eprintln!(
-                "demo_api: {} not provided ({} unset): not run on it",
-                engine.name(),
-                engine.url_env()
-            );
-            continue;
-        };
-        let args = engine.client_args().expect("client args");
-        let db = &format!("apijet_it_{test}");
-        let (client, sql) = match engine {
-            Engine::Postgres => (
-                "psql",
-                format!("DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db};"),
-            ),
-            Engine::Mysql => (
-                "mariadb",
-                format!(
-                    "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4;"
-                ),
-            ),
-        };
-        let mut cmd = Command::new(client);
-        cmd.args(args.split_whitespace());
-        match engine {
-            Engine::Postgres => cmd
-                .args(["-X", "-q", "-d", "postgres"])
-                .args(sql.split_inclusive(';').flat_map(|s| ["-c", s.trim()])),
-            Engine::Mysql => cmd.args(["-e", &sql]),
-        };
-        let status = cmd.status().expect("database client runs");
-        assert!(status.success(), "creating {db} on {}", engine.name());
-        out.push((engine.name(), with_database(&admin, db)));
-    }
-    for (name, url) in &out {
-        let status = Command::new(exe)
-            .args(["demo", "--db", url])
-            .status()
-            .expect("apijet demo runs");
-        assert!(status.success(), "loading the demo dataset into {name}");
-    }
-    out
-}
 
 fn on_every_engine(test: &str, check: impl Fn(&str, &Server)) {
     for (name, url) in demo_databases(test) {

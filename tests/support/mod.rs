@@ -465,6 +465,19 @@ impl Client {
         Ok(answer)
     }
 
+    /// Sends only the cookie from now on (the web-client path).
+    pub fn without_bearer(mut self) -> Client {
+        self.bearer = None;
+        self
+    }
+
+    /// Sends only `Authorization: Bearer TOKEN` from now on (the API-client path).
+    pub fn with_only_bearer(mut self, token: &str) -> Client {
+        self.cookies.clear();
+        self.bearer = Some(token.to_string());
+        self
+    }
+
     fn cookie_header(&self) -> Option<String> {
         if self.cookies.is_empty() {
             return None;
@@ -514,4 +527,58 @@ impl Client {
             self.cookies.push((name, value));
         }
     }
+}
+
+/// A database holding a fresh copy of the demo dataset, per engine.
+pub fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
+    let exe = env!("CARGO_BIN_EXE_apijet");
+
+    let mut out = Vec::new();
+    let dir = std::env::temp_dir().join(format!("apijet-demo-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let sqlite = format!("sqlite://{}", dir.join(format!("{test}.db")).display());
+    out.push(("sqlite", sqlite));
+    for engine in Engine::ALL {
+        let Some(admin) = engine.url() else {
+            eprintln!(
+                "demo_api: {} not provided ({} unset): not run on it",
+                engine.name(),
+                engine.url_env()
+            );
+            continue;
+        };
+        let args = engine.client_args().expect("client args");
+        let db = &format!("apijet_it_{test}");
+        let (client, sql) = match engine {
+            Engine::Postgres => (
+                "psql",
+                format!("DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db};"),
+            ),
+            Engine::Mysql => (
+                "mariadb",
+                format!(
+                    "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4;"
+                ),
+            ),
+        };
+        let mut cmd = Command::new(client);
+        cmd.args(args.split_whitespace());
+        match engine {
+            Engine::Postgres => cmd
+                .args(["-X", "-q", "-d", "postgres"])
+                .args(sql.split_inclusive(';').flat_map(|s| ["-c", s.trim()])),
+            Engine::Mysql => cmd.args(["-e", &sql]),
+        };
+        let status = cmd.status().expect("database client runs");
+        assert!(status.success(), "creating {db} on {}", engine.name());
+        out.push((engine.name(), with_database(&admin, db)));
+    }
+    for (name, url) in &out {
+        let status = Command::new(exe)
+            .args(["demo", "--db", url])
+            .status()
+            .expect("apijet demo runs");
+        assert!(status.success(), "loading the demo dataset into {name}");
+    }
+    out
 }

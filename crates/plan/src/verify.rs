@@ -16,8 +16,8 @@ mod tests_batch;
 
 use std::collections::HashMap;
 
-use apijson_core::Method;
-use apijson_request::is_table_key;
+use apijet_core::Method;
+use apijet_request::is_table_key;
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 

@@ -7,8 +7,8 @@
 
 use std::collections::HashSet;
 
-use apijson_core::Method;
-use apijson_request::is_table_key;
+use apijet_core::Method;
+use apijet_request::is_table_key;
 use serde_json::{Map, Value};
 
 use super::value::{verify_type, verify_value};

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use apijson_request::{LengthFn, Logic};
+use apijet_request::{LengthFn, Logic};
 use regex::Regex;
 use serde_json::{Map, Value};
 

@@ -1,0 +1,216 @@
+//! Who may do what: logins, tokens and the roles of the `Access` table, on every engine.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{demo_databases, Client, Server};
+
+const SECRET: &str = "token_secret = \"test secret shared by every instance\"\n";
+
+fn code(v: &Value) -> i64 {
+    v["code"].as_i64().unwrap_or(-1)
+}
+
+fn post(c: &mut Client, path: &str, body: &Value) -> Value {
+    c.post(path, &body.to_string())
+        .expect("answer")
+        .json()
+        .expect("json")
+}
+
+/// Ada (82001) logs in with the demo password.
+fn ada(server: &Server) -> Client {
+    let mut c = server.client();
+    c.login("13000082001", "123456").expect("login");
+    c
+}
+
+#[test]
+fn two_instances_accept_each_others_tokens() {
+    let (_, url) = demo_databases("tokens_between_instances").remove(0);
+    let a = Server::start(&url, SECRET);
+    let b = Server::start(&url, SECRET);
+    let other = Server::start(&url, "token_secret = \"another key\"\n");
+    let token = ada(&a).login("13000082001", "123456").expect("login")["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let own = json!({"Moment": {"@role": "OWNER", "@column": "userId"}});
+    let mut on_b = b.client().with_only_bearer(&token);
+    let r = post(&mut on_b, "/get", &own);
+    assert_eq!(
+        r["Moment"]["userId"], 82001,
+        "instance B accepts A's token: {r}"
+    );
+    let mut on_other = other.client().with_only_bearer(&token);
+    assert_eq!(
+        code(&post(&mut on_other, "/get", &own)),
+        407,
+        "another key rejects it"
+    );
+}
+
+#[test]
+fn logins_cookies_bearers_and_bad_tokens() {
+    let (_, url) = demo_databases("login_paths").remove(0);
+    let s = Server::start(&url, &format!("{SECRET}token_ttl_secs = 1\n"));
+    let mut anon = s.client();
+    let r = post(
+        &mut anon,
+        "/login",
+        &json!({"type": 0, "phone": "13000082001", "password": "nope"}),
+    );
+    assert_eq!(code(&r), 412, "{r}");
+    let r = post(
+        &mut anon,
+        "/login",
+        &json!({"type": 0, "phone": "13999999999", "password": "123456"}),
+    );
+    assert_eq!(code(&r), 404, "{r}");
+
+    let own = json!({"Moment": {"@role": "OWNER", "@column": "userId"}});
+    let mut logged = ada(&s);
+    let token = logged.login("13000082001", "123456").expect("login")["token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let mut by_cookie = logged.clone().without_bearer();
+    assert_eq!(
+        post(&mut by_cookie, "/get", &own)["Moment"]["userId"],
+        82001,
+        "cookie path"
+    );
+    let mut by_bearer = s.client().with_only_bearer(&token);
+    assert_eq!(
+        post(&mut by_bearer, "/get", &own)["Moment"]["userId"],
+        82001,
+        "bearer path"
+    );
+
+    let tampered = format!("{}x", &token[..token.len() - 1]);
+    let mut forged = s.client().with_only_bearer(&tampered);
+    assert_eq!(
+        code(&post(&mut forged, "/get", &own)),
+        407,
+        "a tampered token is not a login"
+    );
+    let mut junk = s.client().with_only_bearer("not.a.token");
+    assert_eq!(code(&post(&mut junk, "/get", &own)), 407);
+    // Anonymous reads still work with a broken token.
+    assert_eq!(
+        code(&post(
+            &mut junk,
+            "/get",
+            &json!({"Moment": {"@column": "id"}})
+        )),
+        200
+    );
+
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(
+        code(&post(&mut by_bearer, "/get", &own)),
+        407,
+        "an expired token is not a login"
+    );
+
+    let mut again = ada(&s);
+    let r = post(&mut again, "/logout", &json!({}));
+    assert_eq!(r["user"]["id"], 82001, "{r}");
+    let mut after = again.without_bearer();
+    assert_eq!(
+        code(&post(&mut after, "/get", &own)),
+        407,
+        "logout clears the cookie"
+    );
+}
+
+/// Roles allowed per (table, method) in the demo's Access table, in the order of `ROLES`.
+const ROLES: [&str; 6] = ["UNKNOWN", "LOGIN", "CONTACT", "CIRCLE", "OWNER", "ADMIN"];
+
+fn allowed(table: &str, method: &str, role: &str) -> bool {
+    let all_but_unknown = role != "UNKNOWN";
+    match (table, method) {
+        ("User" | "Moment" | "Comment", "get" | "head") => true,
+        ("Privacy", "get" | "head") => false,
+        _ => all_but_unknown,
+    }
+}
+
+#[test]
+fn every_role_on_every_public_method_on_every_engine() {
+    for (engine, url) in demo_databases("role_matrix") {
+        let s = Server::start(&url, SECRET);
+        for logged_in in [false, true] {
+            let mut c = if logged_in { ada(&s) } else { s.client() };
+            for table in ["User", "Moment", "Comment", "Privacy"] {
+                for method in ["get", "head"] {
+                    for role in ROLES {
+                        let body = json!({ table: {"@role": role} });
+                        let got = code(&post(&mut c, &format!("/{method}"), &body));
+                        let want = if role != "UNKNOWN" && !logged_in {
+                            407
+                        } else if role == "ADMIN" {
+                            403
+                        } else if role == "UNKNOWN" && logged_in && table != "Privacy" {
+                            200
+                        } else if allowed(table, method, role) {
+                            200
+                        } else {
+                            401
+                        };
+                        assert_eq!(
+                            got, want,
+                            "{engine}: {method} {table} as {role}, logged in: {logged_in}"
+                        );
+                    }
+                }
+            }
+        }
+        // The roles restrict rows: OWNER sees only Ada's moments, CONTACT only her contacts'.
+        let mut c = ada(&s);
+        let owners = |c: &mut Client, role: &str| -> Vec<i64> {
+            let r = post(
+                c,
+                "/get",
+                &json!({"Moment-userId[]": {"count": 0, "Moment": {"@role": role}}}),
+            );
+            r["Moment-userId[]"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Value::as_i64)
+                .collect()
+        };
+        let own = owners(&mut c, "OWNER");
+        assert!(
+            !own.is_empty() && own.iter().all(|&u| u == 82001),
+            "{engine}: {own:?}"
+        );
+        let contacts = [82002, 82003, 82004, 82005, 10001];
+        let theirs = owners(&mut c, "CONTACT");
+        assert!(
+            !theirs.is_empty() && theirs.iter().all(|u| contacts.contains(u)),
+            "{engine}: {theirs:?}"
+        );
+        let circle = owners(&mut c, "CIRCLE");
+        assert!(
+            circle.iter().all(|u| *u == 82001 || contacts.contains(u))
+                && circle.len() > theirs.len(),
+            "{engine}"
+        );
+        // Naming someone else's row under OWNER is refused, not silently empty.
+        let r = post(
+            &mut c,
+            "/get",
+            &json!({"Moment": {"@role": "OWNER", "userId": 82002}}),
+        );
+        assert_eq!(code(&r), 401, "{engine}: {r}");
+        // System tables stay closed outside debug mode, even to a logged-in visitor.
+        assert_eq!(
+            code(&post(&mut c, "/get", &json!({"Access": {}}))),
+            401,
+            "{engine}"
+        );
+    }
+}
