@@ -151,8 +151,6 @@ fn every_role_on_every_public_method_on_every_engine() {
                             407
                         } else if role == "ADMIN" {
                             403
-                        } else if role == "UNKNOWN" && logged_in && table != "Privacy" {
-                            200
                         } else if allowed(table, method, role) {
                             200
                         } else {
