@@ -212,3 +212,39 @@ fn every_role_on_every_public_method_on_every_engine() {
         );
     }
 }
+
+#[test]
+fn reload_under_load_answers_every_request() {
+    let (_, url) = demo_databases("reload_under_load").remove(0);
+    let s = Server::start(&url, &format!("{SECRET}admins = [82001]\n"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = s.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut answered = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = post(&mut c, "/get", &json!({"[]": {"count": 2, "Moment": {}, "User": {"id@": "/Moment/userId"}}}));
+                    assert_eq!(code(&r), 200, "a read during reload: {r}");
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    let mut admin = ada(&s);
+    for _ in 0..20 {
+        let r = post(&mut admin, "/reload", &json!({}));
+        assert_eq!(code(&r), 200, "{r}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered: usize = readers.into_iter().map(|t| t.join().expect("reader")).sum();
+    assert!(answered > 0);
+    // Only configured admins may reload.
+    let (_, url) = demo_databases("reload_refused").remove(0);
+    let s = Server::start(&url, SECRET);
+    let r = post(&mut ada(&s), "/reload", &json!({}));
+    assert_eq!(code(&r), 403, "{r}");
+    assert_eq!(code(&post(&mut s.client(), "/reload", &json!({}))), 407);
+}
