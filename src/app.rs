@@ -8,6 +8,7 @@ use apijet_core::Visitor;
 use apijet_exec::read::{read, ReadEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
+use apijet_plan::verify::{verify, RequestRules};
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::stream::{Chunk, StreamSink};
@@ -35,6 +36,7 @@ const STREAM_CHANNEL: usize = 2;
 /// with.
 pub struct Snapshot {
     pub schema: SchemaCache,
+    pub rules: RequestRules,
 }
 
 /// What every request shares; built once at start-up.
@@ -88,7 +90,7 @@ impl AppState {
                 TokenKey::random()?
             }
         };
-        let snapshot = load_snapshot(&backend).await?;
+        let snapshot = load_snapshot(&backend, cfg.debug).await?;
         Ok(AppState {
             dialect: backend.dialect(),
             backend,
@@ -116,7 +118,7 @@ impl AppState {
 
     /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
     pub async fn reload(&self) -> Result<(), String> {
-        let fresh = load_snapshot(&self.backend).await?;
+        let fresh = load_snapshot(&self.backend, self.options.debug).await?;
         self.snapshot.store(Arc::new(fresh));
         Ok(())
     }
@@ -199,11 +201,11 @@ impl AppState {
     /// GETS and HEADS: the `Request` table's structure decides what may run.
     fn verify(
         &self,
-        _method: Method,
+        method: Method,
         map: Map<String, Json>,
-        _snapshot: &Snapshot,
+        snapshot: &Snapshot,
     ) -> Result<Map<String, Json>, ApiError> {
-        Ok(map)
+        Ok(verify(method, map, &snapshot.rules)?.request)
     }
 }
 
@@ -221,12 +223,19 @@ pub struct Call<'a> {
     pub visitor: Option<Visitor>,
 }
 
-async fn load_snapshot(backend: &Backend) -> Result<Snapshot, String> {
+async fn load_snapshot(backend: &Backend, debug: bool) -> Result<Snapshot, String> {
     let schema = apijet_exec::load_schema(backend)
         .await
         .map_err(|e| e.to_string())?;
-    report(&schema.warnings);
-    Ok(Snapshot { schema })
+    let has_request = schema.tables().any(|t| t.sql_name == "Request");
+    let (rows, mut warnings) = apijet_exec::load_request_rules(backend, has_request, debug)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (rules, more) = RequestRules::new(rows);
+    warnings.extend(more);
+    warnings.splice(0..0, schema.warnings.iter().cloned());
+    report(&warnings);
+    Ok(Snapshot { schema, rules })
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

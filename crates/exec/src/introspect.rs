@@ -183,3 +183,51 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
     }
     Ok(cache)
 }
+
+/// Reads the `Request` table's rows (skipping `debug = 1` rows outside debug mode); a database
+/// without one has no private methods. Unusable rows are reported and skipped.
+pub async fn load_request_rules(
+    backend: &Backend,
+    schema_has_request: bool,
+    debug: bool,
+) -> Result<(Vec<apijet_plan::verify::RequestRule>, Vec<String>), ExecError> {
+    let mut warnings = Vec::new();
+    if !schema_has_request {
+        return Ok((Vec::new(), warnings));
+    }
+    let dialect = backend.dialect();
+    let mut sql = String::from("SELECT * FROM ");
+    dialect.quote("Request", &mut sql);
+    let mut out = Vec::new();
+    for row in rows(backend, &sql, &["structure".to_string()]).await? {
+        let id = row.get("id").and_then(Json::as_i64).unwrap_or_default();
+        if !debug && matches!(row.get("debug"), Some(Json::Number(n)) if n.as_i64() == Some(1)) {
+            continue;
+        }
+        let method = row
+            .get("method")
+            .and_then(Json::as_str)
+            .and_then(|m| Method::from_url(&m.to_ascii_lowercase()));
+        let (Some(method), Some(tag)) = (method, row.get("tag").and_then(Json::as_str)) else {
+            warnings.push(format!("Request row {id}: no valid method or tag, skipped"));
+            continue;
+        };
+        let version = row
+            .get("version")
+            .and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))
+            .unwrap_or(1);
+        let structure = match row.get("structure") {
+            Some(Json::String(s)) => serde_json::from_str(s).unwrap_or(Json::Null),
+            Some(v) => v.clone(),
+            None => Json::Null,
+        };
+        out.push(apijet_plan::verify::RequestRule {
+            id,
+            method,
+            tag: tag.to_string(),
+            version,
+            structure,
+        });
+    }
+    Ok((out, warnings))
+}

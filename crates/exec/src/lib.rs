@@ -15,7 +15,7 @@ pub mod read;
 pub mod sink;
 
 pub use backend::{Backend, DbUrl};
-pub use introspect::{kind_of, load_schema};
+pub use introspect::{kind_of, load_request_rules, load_schema};
 pub use list::{list_query, ListQuery};
 
 use apijet_plan::PlanError;

@@ -16,6 +16,7 @@ pub mod query;
 pub mod schema;
 mod select_list;
 mod table;
+pub mod verify;
 
 pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;

@@ -13,6 +13,8 @@ mod value;
 mod tests;
 #[cfg(test)]
 mod tests_batch;
+#[cfg(test)]
+mod tests_keys;
 
 use std::collections::HashMap;
 
@@ -243,20 +245,20 @@ pub fn verify(
         });
     }
     reject_client_combine(&body)?;
-    let tag = match body.get("tag") {
-        Some(Value::String(t)) if !t.trim().is_empty() => t.clone(),
-        _ => {
-            return Err(PlanError::Invalid(
+    let tag =
+        match body.get("tag") {
+            Some(Value::String(t)) if !t.trim().is_empty() => t.clone(),
+            _ => return Err(PlanError::Invalid(
                 "put tag at the root of the request, usually a table name, e.g. \"tag\": \"User\""
                     .into(),
-            ))
-        }
-    };
+            )),
+        };
     let version = match body.get("version") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .or_else(|| n.as_f64().map(|f| f.clamp(i64::MIN as f64, i64::MAX as f64) as i64)),
+        Some(Value::Number(n)) => n.as_i64().or_else(|| {
+            n.as_f64()
+                .map(|f| f.clamp(i64::MIN as f64, i64::MAX as f64) as i64)
+        }),
         Some(Value::String(s)) => s.trim().parse().ok(),
         Some(_) => None,
     };
@@ -294,7 +296,9 @@ pub fn verify(
 }
 
 /// `@combine` moves value keys into WHERE; only a structure may ask for that in a private
-/// request. The reference refuses it before looking at the tag (406, REF-W14).
+/// request. The reference refuses it in the objects a client sends before it looks at the tag
+/// (406, REF-W14); here nested objects and `Table[]` batch items are covered too, while arrays
+/// under other keys are plain values and are left alone.
 fn reject_client_combine(body: &Map<String, Value>) -> Result<(), PlanError> {
     fn scan(name: &str, v: &Value) -> Result<(), PlanError> {
         match v {
@@ -307,7 +311,7 @@ fn reject_client_combine(body: &Map<String, Value>) -> Result<(), PlanError> {
                 }
                 o.iter().try_for_each(|(k, v)| scan(k, v))
             }
-            Value::Array(a) => a.iter().try_for_each(|v| scan(name, v)),
+            Value::Array(a) if name.ends_with("[]") => a.iter().try_for_each(|v| scan(name, v)),
             _ => Ok(()),
         }
     }

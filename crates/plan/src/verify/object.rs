@@ -332,9 +332,7 @@ fn check_refused(
                     show(name)
                 )));
             }
-            if matches!(ctx.method, Method::Post | Method::Put)
-                && v.is_array()
-                && k.ends_with("[]")
+            if matches!(ctx.method, Method::Post | Method::Put) && v.is_array() && k.ends_with("[]")
             {
                 return Err(PlanError::Forbidden(format!(
                     "{m} request: {} may not contain {k}:[]: batch lists Table[]:[{{…}}] must \
@@ -435,9 +433,10 @@ fn check_id(
 /// A usable row id: a number whose integer part is > 0, or a non-blank string.
 fn is_positive_id(v: &Value) -> bool {
     match v {
-        Value::Number(n) => {
-            n.as_i64().map_or_else(|| n.as_u64().is_some() || n.as_f64().is_some_and(|f| f >= 1.0), |i| i > 0)
-        }
+        Value::Number(n) => n.as_i64().map_or_else(
+            || n.as_u64().is_some() || n.as_f64().is_some_and(|f| f >= 1.0),
+            |i| i > 0,
+        ),
         Value::String(s) => !s.trim().is_empty(),
         _ => false,
     }

@@ -123,7 +123,8 @@ fn digits(s: &str) -> Option<u32> {
 /// ISO `YYYY-MM-DD` with a real calendar day (as `LocalDate.parse`).
 pub(super) fn is_date(s: &str) -> bool {
     let mut parts = s.split('-');
-    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return false;
     };
@@ -222,7 +223,10 @@ fn parse_verify_key(key: &str) -> Option<(&str, Option<LengthFn>, Logic, VerifyO
 }
 
 /// Combines per-item results: OR by default, `&` all, `!` none.
-fn combine(logic: Logic, mut results: impl Iterator<Item = Result<bool, PlanError>>) -> Result<bool, PlanError> {
+fn combine(
+    logic: Logic,
+    mut results: impl Iterator<Item = Result<bool, PlanError>>,
+) -> Result<bool, PlanError> {
     match logic {
         Logic::Default | Logic::Or => results.try_fold(false, |acc, r| Ok(acc || r?)),
         Logic::And => results.try_fold(true, |acc, r| Ok(acc && r?)),
@@ -276,7 +280,9 @@ pub(super) fn verify_value(
                 let x = number(column, &value)?;
                 combine(logic, range.split(',').map(|item| range_item(key, item, x)))?
             }
-            Value::Array(allowed) => allowed.iter().any(|a| json_eq(a, &value)) != (logic == Logic::Not),
+            Value::Array(allowed) => {
+                allowed.iter().any(|a| json_eq(a, &value)) != (logic == Logic::Not)
+            }
             _ => {
                 return Err(bad_rule(format!(
                     "VERIFY {key}: the rule must be a list of values or a range string"
@@ -307,7 +313,9 @@ pub(super) fn verify_value(
                         )));
                     };
                     let re = patterns.get(p).ok_or_else(|| {
-                        bad_rule(format!("VERIFY {key}: {p} is not a valid regular expression"))
+                        bad_rule(format!(
+                            "VERIFY {key}: {p} is not a valid regular expression"
+                        ))
                     })?;
                     Ok(re.is_match(&subject))
                 }),
@@ -319,7 +327,9 @@ pub(super) fn verify_value(
                 logic,
                 items(rule).into_iter().map(|p| match p {
                     Value::String(p) => Ok(like(p, &subject)),
-                    _ => Err(bad_rule(format!("VERIFY {key}: LIKE patterns must be strings"))),
+                    _ => Err(bad_rule(format!(
+                        "VERIFY {key}: LIKE patterns must be strings"
+                    ))),
                 }),
             )?
         }
@@ -340,9 +350,7 @@ fn number(column: &str, v: &Value) -> Result<f64, PlanError> {
         Value::String(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
         _ => None,
     };
-    n.ok_or_else(|| {
-        PlanError::Invalid(format!("{column}:value is invalid: it must be a number"))
-    })
+    n.ok_or_else(|| PlanError::Invalid(format!("{column}:value is invalid: it must be a number")))
 }
 
 /// One item of a range string: `>0`, `<=100`, `=11`, `!=3`, `=null`.
@@ -361,11 +369,15 @@ fn range_item(key: &str, item: &str, x: f64) -> Result<bool, PlanError> {
         return match op {
             "=" => Ok(false),
             "!=" => Ok(true),
-            _ => Err(bad_rule(format!("VERIFY {key}: null only compares with = or !="))),
+            _ => Err(bad_rule(format!(
+                "VERIFY {key}: null only compares with = or !="
+            ))),
         };
     }
     let y: f64 = operand.parse().map_err(|_| {
-        bad_rule(format!("VERIFY {key}: {operand:?} in range item {item:?} is not a number"))
+        bad_rule(format!(
+            "VERIFY {key}: {operand:?} in range item {item:?} is not a number"
+        ))
     })?;
     Ok(match op {
         ">=" => x >= y,
