@@ -248,3 +248,99 @@ fn reload_under_load_answers_every_request() {
     assert_eq!(code(&r), 403, "{r}");
     assert_eq!(code(&post(&mut s.client(), "/reload", &json!({}))), 407);
 }
+
+#[test]
+fn private_reads_follow_the_request_table_on_every_engine() {
+    for (engine, url) in demo_databases("private_reads") {
+        let s = Server::start(&url, SECRET);
+        let mut c = ada(&s);
+        let r = post(
+            &mut c,
+            "/gets",
+            &json!({"tag": "Privacy", "Privacy": {"id": 82001}}),
+        );
+        assert_eq!(r["Privacy"]["id"], 82001, "{engine}: {r}");
+        assert!(
+            r["Privacy"].get("_password").is_none(),
+            "{engine}: hidden columns stay hidden"
+        );
+        let r = c
+            .post("/gets/Privacy", r#"{"id": 82001}"#)
+            .expect("answer")
+            .json()
+            .expect("json");
+        assert_eq!(r["Privacy"]["id"], 82001, "{engine}: tag shortcut {r}");
+        let r = post(
+            &mut c,
+            "/heads",
+            &json!({"tag": "Privacy", "Privacy": {"id": 82001}}),
+        );
+        assert_eq!(r["Privacy"]["count"], 1, "{engine}: {r}");
+        // Someone else's row under the structure's OWNER role.
+        let r = post(
+            &mut c,
+            "/gets",
+            &json!({"tag": "Privacy", "Privacy": {"id": 82002}}),
+        );
+        assert_eq!(code(&r), 401, "{engine}: {r}");
+        // The structure's rules: tag required, known tags only, MUST and REFUSE.
+        assert_eq!(
+            code(&post(&mut c, "/gets", &json!({"Privacy": {"id": 82001}}))),
+            406,
+            "{engine}"
+        );
+        assert_eq!(
+            code(&post(
+                &mut c,
+                "/gets",
+                &json!({"tag": "Nope", "Privacy": {"id": 82001}})
+            )),
+            403,
+            "{engine}"
+        );
+        assert_eq!(
+            code(&post(
+                &mut c,
+                "/gets",
+                &json!({"tag": "Privacy", "Privacy": {}})
+            )),
+            406,
+            "{engine}"
+        );
+        let r = post(
+            &mut c,
+            "/gets",
+            &json!({"tag": "Privacy", "Privacy": {"id": 82001, "phone": "1"}}),
+        );
+        assert_eq!(code(&r), 406, "{engine}: REFUSE \"!\" {r}");
+        let r = post(
+            &mut c,
+            "/gets",
+            &json!({"tag": "Privacy", "Privacy": {"id": 82001, "@combine": "id"}}),
+        );
+        assert!(
+            matches!(code(&r), 403 | 406),
+            "{engine}: no @combine in private requests {r}"
+        );
+        // Private methods need a login first.
+        let mut anon = s.client();
+        assert_eq!(
+            code(&post(
+                &mut anon,
+                "/gets",
+                &json!({"tag": "Privacy", "Privacy": {"id": 82001}})
+            )),
+            407,
+            "{engine}"
+        );
+        assert_eq!(
+            code(&post(
+                &mut anon,
+                "/heads",
+                &json!({"tag": "Privacy", "Privacy": {"id": 82001}})
+            )),
+            407,
+            "{engine}"
+        );
+    }
+}
