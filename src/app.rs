@@ -5,10 +5,12 @@ use crate::session::Sessions;
 use apijet_auth::TokenKey;
 use apijet_core::Method;
 use apijet_core::Visitor;
+use apijet_exec::ids::IdGenerator;
 use apijet_exec::read::{read, ReadEnv};
+use apijet_exec::write::{write, WriteEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
-use apijet_plan::verify::{verify, RequestRules};
+use apijet_plan::verify::{verify, ExistenceCheck, RequestRules};
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::stream::{Chunk, StreamSink};
@@ -48,6 +50,10 @@ pub struct AppState {
     pub sessions: Sessions,
     /// User ids allowed to `POST /reload`.
     pub admins: Vec<i64>,
+    /// Ids for inserted rows.
+    pub ids: IdGenerator,
+    /// Most rows in one batch write.
+    pub max_batch: usize,
 }
 
 /// Prints start-up warnings without flooding: a demo database names many absent tables.
@@ -90,7 +96,7 @@ impl AppState {
                 TokenKey::random()?
             }
         };
-        let snapshot = load_snapshot(&backend, cfg.debug).await?;
+        let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
         Ok(AppState {
             dialect: backend.dialect(),
             backend,
@@ -108,6 +114,8 @@ impl AppState {
                 ttl: Duration::from_secs(cfg.token_ttl_secs),
             },
             admins: cfg.admins.clone(),
+            ids: IdGenerator::new(),
+            max_batch: cfg.max_batch,
         })
     }
 
@@ -118,7 +126,7 @@ impl AppState {
 
     /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
     pub async fn reload(&self) -> Result<(), String> {
-        let fresh = load_snapshot(&self.backend, self.options.debug).await?;
+        let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
         self.snapshot.store(Arc::new(fresh));
         Ok(())
     }
@@ -159,7 +167,15 @@ impl AppState {
         let map = match method {
             Method::Get | Method::Head => map,
             Method::Gets | Method::Heads => self.verify(method, map, &snapshot)?,
-            _ => return Err(ApiError::Unsupported(format!("{method}"))),
+            Method::Post | Method::Put | Method::Delete => {
+                let verified = verify(method, map, &snapshot.rules)?;
+                let req = Request::from_map(verified.request)?;
+                let results = self
+                    .write(&req, &verified.checks, method, visitor, &snapshot)
+                    .await?;
+                return Ok(Answer::Json(success(results, req.format)));
+            }
+            Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
         let req = Request::from_map(map)?;
         let env = ReadEnv {
@@ -198,6 +214,84 @@ impl AppState {
         Ok(Answer::Json(success(results, req.format)))
     }
 
+    async fn write(
+        &self,
+        req: &Request,
+        checks: &[ExistenceCheck],
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+    ) -> Result<Map<String, Json>, ApiError> {
+        let env = WriteEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+            ids: &self.ids,
+            max_insert_rows: self.max_batch,
+        };
+        Ok(write(req, checks, &env).await?)
+    }
+
+    /// `/crud`: each object runs as the method its root declaration gives it (`@post`,
+    /// `@gets`…; undeclared objects are GETs), verified against its own `Request` row. The
+    /// writes run first, in one transaction; the reads follow and see them.
+    async fn crud(
+        &self,
+        map: Map<String, Json>,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+    ) -> Result<Answer, ApiError> {
+        let (declared, objects) = crud_parts(map)?;
+        let mut answers: Vec<(String, Json)> = Vec::new();
+        let mut reads = Vec::new();
+        for (key, value) in objects {
+            let (method, tag, extra) = declared
+                .iter()
+                .find(|(k, ..)| *k == key)
+                .map(|(_, m, t, e)| (*m, t.clone(), e.clone()))
+                .unwrap_or((Method::Get, key.clone(), Map::new()));
+            let mut body = extra;
+            body.insert("tag".into(), Json::String(tag));
+            body.insert(key.clone(), value);
+            if method.is_query() {
+                reads.push((key, method, body));
+                continue;
+            }
+            let verified = verify(method, body, &snapshot.rules)?;
+            let req = Request::from_map(verified.request)?;
+            let mut results = self
+                .write(&req, &verified.checks, method, visitor, snapshot)
+                .await?;
+            if let Some(v) = results.remove(&key) {
+                answers.push((key, v));
+            }
+        }
+        for (key, method, body) in reads {
+            let map = if method.is_public() {
+                body
+            } else {
+                self.verify(method, body, snapshot)?
+            };
+            let req = Request::from_map(map)?;
+            let env = ReadEnv {
+                backend: &self.backend,
+                dialect: self.dialect.as_ref(),
+                schema: &snapshot.schema,
+                options: &self.options,
+                method,
+                visitor,
+            };
+            let mut results = read(&req, &env).await?;
+            if let Some(v) = results.remove(&key) {
+                answers.push((key, v));
+            }
+        }
+        Ok(Answer::Json(success(answers.into_iter().collect(), false)))
+    }
+
     /// GETS and HEADS: the `Request` table's structure decides what may run.
     fn verify(
         &self,
@@ -223,7 +317,11 @@ pub struct Call<'a> {
     pub visitor: Option<Visitor>,
 }
 
-async fn load_snapshot(backend: &Backend, debug: bool) -> Result<Snapshot, String> {
+async fn load_snapshot(
+    backend: &Backend,
+    debug: bool,
+    max_batch: usize,
+) -> Result<Snapshot, String> {
     let schema = apijet_exec::load_schema(backend)
         .await
         .map_err(|e| e.to_string())?;
@@ -232,6 +330,7 @@ async fn load_snapshot(backend: &Backend, debug: bool) -> Result<Snapshot, Strin
         .await
         .map_err(|e| e.to_string())?;
     let (rules, more) = RequestRules::new(rows);
+    let rules = rules.with_max_update_count(max_batch);
     warnings.extend(more);
     warnings.splice(0..0, schema.warnings.iter().cloned());
     report(&warnings);
@@ -271,4 +370,54 @@ pub async fn load_demo(db: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     println!("demo dataset loaded into {db}");
     Ok(())
+}
+
+type Declaration = (String, Method, String, Map<String, Json>);
+
+/// Splits a `/crud` body into its declarations (`@post: "Comment"`, `@gets: {"Privacy":
+/// "Privacy-CIRCLE"}` or `{"User": {"tag": …, "version": …}}`) and its objects.
+fn crud_parts(map: Map<String, Json>) -> Result<(Vec<Declaration>, Vec<(String, Json)>), ApiError> {
+    let mut declared = Vec::new();
+    let mut objects = Vec::new();
+    for (k, v) in map {
+        let method = k.strip_prefix('@').and_then(Method::from_url);
+        let Some(method) = method.filter(|m| *m != Method::Crud) else {
+            objects.push((k, v));
+            continue;
+        };
+        let bad = || {
+            PlanError::Invalid(format!(
+                "{k}: declare objects as \"Table,Table\" or {{\"Table\": \"tag\"}}"
+            ))
+        };
+        match v {
+            Json::String(list) => {
+                for key in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let tag = if key.ends_with("[]") && method == Method::Post {
+                        format!("{}:[]", key.trim_end_matches("[]"))
+                    } else {
+                        key.to_string()
+                    };
+                    declared.push((key.to_string(), method, tag, Map::new()));
+                }
+            }
+            Json::Object(m) => {
+                for (key, decl) in m {
+                    match decl {
+                        Json::String(tag) => declared.push((key, method, tag, Map::new())),
+                        Json::Object(mut d) => {
+                            let tag = d
+                                .remove("tag")
+                                .and_then(|t| t.as_str().map(str::to_string))
+                                .unwrap_or_else(|| key.clone());
+                            declared.push((key, method, tag, d));
+                        }
+                        _ => return Err(bad().into()),
+                    }
+                }
+            }
+            _ => return Err(bad().into()),
+        }
+    }
+    Ok((declared, objects))
 }

@@ -33,6 +33,8 @@ pub struct Config {
     pub token_ttl_secs: u64,
     /// User ids allowed to `POST /reload` (SIGHUP always works).
     pub admins: Vec<i64>,
+    /// Most rows in one batch write (`Table[]` items, `id{}` lists); the reference allows 10.
+    pub max_batch: usize,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -52,6 +54,7 @@ pub struct Partial {
     token_secret: Option<String>,
     token_ttl_secs: Option<u64>,
     admins: Option<Vec<i64>>,
+    max_batch: Option<usize>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -73,6 +76,7 @@ impl Default for Config {
             token_secret: None,
             token_ttl_secs: 86_400,
             admins: Vec::new(),
+            max_batch: 1000,
         }
     }
 }
@@ -94,7 +98,8 @@ impl Config {
             statement_timeout_ms,
             pool_size,
             token_ttl_secs,
-            admins
+            admins,
+            max_batch
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -155,6 +160,7 @@ fn from_env() -> Result<Partial, String> {
         pool_size: var("APIJET_POOL_SIZE")?,
         token_secret: var("APIJET_TOKEN_SECRET")?,
         token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,
+        max_batch: var("APIJET_MAX_BATCH")?,
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')

@@ -115,7 +115,7 @@ fn logins_cookies_bearers_and_bad_tokens() {
 
     let mut again = ada(&s);
     let r = post(&mut again, "/logout", &json!({}));
-    assert_eq!(r["user"]["id"], 82001, "{r}");
+    assert_eq!(code(&r), 200, "{r}");
     let mut after = again.without_bearer();
     assert_eq!(
         code(&post(&mut after, "/get", &own)),

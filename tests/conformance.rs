@@ -1,35 +1,46 @@
-//! Conformance: replays the read cases recorded from the Java reference server
+//! Conformance: replays the cases recorded from the Java reference server
 //! (`../shared/apijson/cases-public.json`, `reference_observed`) against `apijet serve` on each
 //! engine, on the demo database loaded by `../shared/apijson/load-demo-db`.
 //!
-//! Replayed: every case whose URL path is `/get`, `/head`, `/gets`, `/heads` (or one of them
-//! followed by `/{tag}`) and the unknown-method case `/patch`, except the write chains (`REF-W*`).
-//! Cases with a `login` run after `POST /login` as that user (cookies and a bearer `token` kept).
+//! Read stage: every case whose URL path is `/get`, `/head`, `/gets`, `/heads` (or one of them
+//! followed by `/{tag}`) and the unknown-method case `/patch`, except the write chains (`REF-W*`),
+//! on database `apijet_conf`.
+//! Write stage (`conformance/writes.rs`): the write chains `REF-W*` in file order, on a second
+//! copy of the demo database (`apijet_conf_w`) served by a second server, with the generated ids
+//! of the recording mapped to ours.
+//! Cases with a `login` run after `POST /login` as that user (cookies and a bearer `token` kept;
+//! one client per login, which drops its token after `/logout`).
 //!
 //! Comparison (after dropping the keys `time`, `debug:*`, `sql:*`, `trace:*`, `depth:*`, `time:*`
 //! at every level): when the expected `code` is not 200 only the top-level `code` and `ok` count;
 //! otherwise the whole answer, numbers by value, timestamps with a trailing `.0` ignored,
 //! `@explain` by presence only, and object key order checked after the content.
 //!
-//! Per engine the report ends with `conformance [ENGINE]` and `conformance: N passed, M failed`
-//! (and `conformance order-dependent: K` on PostgreSQL when some answers may differ only because
+//! Per engine and stage the report ends with `conformance [ENGINE]` (reads) or
+//! `conformance writes [ENGINE]` (writes) and `conformance: N passed, M failed` (and, for reads,
+//! `conformance order-dependent: K` on PostgreSQL when some answers may differ only because
 //! the request leaves row order to the engine: an array without `@order`, and an answer of the
 //! same shape; those count neither as passed nor as failed). The test fails when a case fails that is not listed in
 //! `tests/conformance/known-failures.txt`; listed cases that pass are printed as `NOW PASSING`.
 
 mod support;
+#[path = "conformance/writes.rs"]
+mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::thread;
 
 use serde_json::{Map, Value};
 use support::{truncate, Client, Engine, Server};
 
-/// The database the demo data is loaded into, on both engines.
+/// The database the demo data is loaded into, on both engines, for the read stage.
 const DATABASE: &str = "apijet_conf";
+/// The second copy of the demo data, on both engines, that the write stage changes.
+const WRITE_DATABASE: &str = "apijet_conf_w";
 /// The reference ran in DEBUG mode (allows `@explain` and reading system tables like Access).
 const SERVER_CONFIG: &str = "debug = true\nmax_count = 100\n";
 /// How much of an expected or received answer a failure line shows.
@@ -82,64 +93,109 @@ fn run(engine: Engine) {
         );
         return;
     }
-    if let Err(why) = demo_db() {
+    // The write stage's copy loads while the read stage runs.
+    let write_db_loaded = thread::spawn(|| demo_db(WRITE_DATABASE));
+    if let Err(why) = demo_db(DATABASE) {
         panic!(
             "conformance [{}]: cannot load the demo database: {why}",
             engine.name()
         );
     }
 
-    let cases = read_cases(&cases_path);
+    let (writes, reads): (Vec<Case>, Vec<Case>) = read_cases(&cases_path)
+        .into_iter()
+        .filter(|c| is_replayed(c) || writes::is_write_chain(c))
+        .partition(writes::is_write_chain);
     let known = KnownFailures::read(&known_failures_path());
-    let mut server = Server::start(&support::with_database(&url, DATABASE), SERVER_CONFIG);
+    let unknown = known.unknown_ids(engine, reads.iter().chain(&writes));
+    let mut text = String::new();
+    let mut regressions = Vec::new();
+    let mut server_exits = Vec::new();
 
-    let mut runner = Runner {
-        engine,
-        base: server.base.clone(),
-        sessions: HashMap::new(),
-        transport_errors: 0,
-    };
-    let outcomes: Vec<Outcome> = cases.iter().map(|case| runner.run(case)).collect();
-    let server_exit = server.exit_status();
+    {
+        let mut server = Server::start(&support::with_database(&url, DATABASE), SERVER_CONFIG);
+        let mut runner = Runner::new(engine, &server.base);
+        let outcomes: Vec<Outcome> = reads.iter().map(|case| runner.run(case)).collect();
+        let report = Report::build(engine, "conformance", &reads, &outcomes, &known, &unknown);
+        text.push_str(&report.text);
+        regressions.extend(report.regressions);
+        if let Some(status) = server.exit_status() {
+            server_exits.push(format!(
+                "apijet server exited during the read stage ({status}):\n{}",
+                server.output_tail(4000)
+            ));
+        }
+    }
 
-    let report = Report::build(engine, &cases, &outcomes, &known);
-    let mut text = report.text;
-    if let Some(status) = server_exit {
-        let _ = writeln!(
-            text,
-            "apijet server exited during the run ({status}):\n{}",
-            server.output_tail(4000)
+    match write_db_loaded.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => panic!(
+            "conformance writes [{}]: cannot load the demo database {WRITE_DATABASE}: {why}\n{text}",
+            engine.name()
+        ),
+        Err(_) => panic!("conformance writes: the loader thread panicked"),
+    }
+    {
+        let mut server =
+            Server::start(&support::with_database(&url, WRITE_DATABASE), SERVER_CONFIG);
+        let mut runner = Runner::new(engine, &server.base);
+        let outcomes = writes::run_chains(&mut runner, &writes);
+        let report = Report::build(
+            engine,
+            "conformance writes",
+            &writes,
+            &outcomes,
+            &known,
+            &[],
         );
+        text.push_str(&report.text);
+        regressions.extend(report.regressions);
+        if let Some(status) = server.exit_status() {
+            server_exits.push(format!(
+                "apijet server exited during the write stage ({status}):\n{}",
+                server.output_tail(4000)
+            ));
+        }
+    }
+
+    for exit in &server_exits {
+        let _ = writeln!(text, "{exit}");
     }
     print!("{text}");
 
-    if server_exit.is_some() {
+    if !server_exits.is_empty() {
         panic!(
             "conformance [{}]: the apijet server exited during the run",
             engine.name()
         );
     }
-    if !report.regressions.is_empty() {
+    if !regressions.is_empty() {
         panic!(
             "conformance [{}]: {} case(s) failed that are not listed in tests/conformance/known-failures.txt: {}",
             engine.name(),
-            report.regressions.len(),
-            report.regressions.join(", ")
+            regressions.len(),
+            regressions.join(", ")
         );
     }
 }
 
-/// Loads the demo database once per test process: into MariaDB (the loader's source, whose client
-/// arguments the caller checked) and, when PostgreSQL is configured too, into PostgreSQL.
-fn demo_db() -> Result<(), String> {
+/// Loads the demo database `database` once per test process: into MariaDB (the loader's source,
+/// whose client arguments the caller checked) and, when PostgreSQL is configured too, into
+/// PostgreSQL.
+fn demo_db(database: &'static str) -> Result<(), String> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let mysql_args = Engine::Mysql.client_args().unwrap_or_default();
-            let psql_args = Engine::Postgres.client_args();
-            support::load_demo_db(DATABASE, &mysql_args, psql_args.as_deref())
-        })
-        .clone()
+    static LOADED_W: OnceLock<Result<(), String>> = OnceLock::new();
+    let once = if database == WRITE_DATABASE {
+        &LOADED_W
+    } else {
+        &LOADED
+    };
+    once.get_or_init(|| {
+        let mysql_args = Engine::Mysql.client_args().unwrap_or_default();
+        let psql_args = Engine::Postgres.client_args();
+        support::load_demo_db(database, &mysql_args, psql_args.as_deref())
+    })
+    .clone()
 }
 
 /// One recorded request/answer pair.
@@ -152,6 +208,7 @@ struct Case {
     response: Value,
 }
 
+/// Every recorded case, in file order.
 fn read_cases(path: &Path) -> Vec<Case> {
     let text =
         fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
@@ -177,7 +234,6 @@ fn read_cases(path: &Path) -> Vec<Case> {
             request: c.get("request").cloned().unwrap_or(Value::Null),
             response: c.get("response").cloned().unwrap_or(Value::Null),
         })
-        .filter(is_replayed)
         .collect()
 }
 
@@ -226,54 +282,25 @@ struct Runner {
 }
 
 impl Runner {
+    fn new(engine: Engine, base: &str) -> Runner {
+        Runner {
+            engine,
+            base: base.to_string(),
+            sessions: HashMap::new(),
+            transport_errors: 0,
+        }
+    }
+
+    /// Replays a read case.
     fn run(&mut self, case: &Case) -> Outcome {
-        if self.transport_errors >= MAX_TRANSPORT_ERRORS {
-            return Outcome::Fail(format!(
-                "not sent: {MAX_TRANSPORT_ERRORS} requests got no answer before"
-            ));
-        }
-        let mut client = match &case.login {
-            None => Client::new(&self.base),
-            Some(login) => match self.session(login) {
-                Ok(client) => client.clone(),
-                Err(why) => return Outcome::Fail(why.clone()),
-            },
-        };
-        let sent = if uses_http_get(case) {
-            client.get(&case.method)
-        } else {
-            let body = match &case.request {
-                Value::String(raw) => raw.clone(),
-                other => other.to_string(),
-            };
-            client.post(&case.method, &body)
-        };
-        let reply = match sent {
-            Ok(reply) => reply,
-            Err(why) => {
-                self.transport_errors += 1;
-                return Outcome::Fail(format!("no answer: {why}"));
-            }
-        };
-        if reply.status != 200 {
-            return Outcome::Fail(format!(
-                "HTTP status {}: {}",
-                reply.status,
-                truncate(&reply.text, SHOW_CHARS)
-            ));
-        }
-        let got = match reply.json() {
+        let got = match self.send(case, &case.request) {
             Ok(got) => got,
             Err(why) => return Outcome::Fail(why),
         };
         match compare(&case.response, &got) {
             None => Outcome::Pass,
             Some(why) => {
-                let why = format!(
-                    "{why} (expected {} / got {})",
-                    truncate(&strip_ignored(&case.response).to_string(), SHOW_CHARS),
-                    truncate(&strip_ignored(&got).to_string(), SHOW_CHARS)
-                );
+                let why = describe(&why, &case.response, &got);
                 if self.engine == Engine::Postgres && may_depend_on_row_order(case, &got) {
                     Outcome::OrderDependent(why)
                 } else {
@@ -283,7 +310,57 @@ impl Runner {
         }
     }
 
-    fn session(&mut self, login: &str) -> &Result<Client, String> {
+    /// Sends `request` (the case's request, or a changed copy) to the case's URL path, as the
+    /// case's login (the same client for every case of a login: it keeps the cookies answers set,
+    /// and forgets its bearer token after `/logout`). The JSON answer of an HTTP 200, else why not.
+    fn send(&mut self, case: &Case, request: &Value) -> Result<Value, String> {
+        if self.transport_errors >= MAX_TRANSPORT_ERRORS {
+            return Err(format!(
+                "not sent: {MAX_TRANSPORT_ERRORS} requests got no answer before"
+            ));
+        }
+        let mut anonymous;
+        let client = match &case.login {
+            None => {
+                anonymous = Client::new(&self.base);
+                &mut anonymous
+            }
+            Some(login) => match self.session(login) {
+                Ok(client) => client,
+                Err(why) => return Err(why.clone()),
+            },
+        };
+        let sent = if uses_http_get(case) {
+            client.get(&case.method)
+        } else {
+            let body = match request {
+                Value::String(raw) => raw.clone(),
+                other => other.to_string(),
+            };
+            client.post(&case.method, &body)
+        };
+        if case.method == "/logout" {
+            // The server clears its cookie; a bearer client drops its token itself.
+            *client = client.clone().without_bearer();
+        }
+        let reply = match sent {
+            Ok(reply) => reply,
+            Err(why) => {
+                self.transport_errors += 1;
+                return Err(format!("no answer: {why}"));
+            }
+        };
+        if reply.status != 200 {
+            return Err(format!(
+                "HTTP status {}: {}",
+                reply.status,
+                truncate(&reply.text, SHOW_CHARS)
+            ));
+        }
+        reply.json()
+    }
+
+    fn session(&mut self, login: &str) -> &mut Result<Client, String> {
         let base = &self.base;
         self.sessions.entry(login.to_string()).or_insert_with(|| {
             let (phone, password) = credentials(login);
@@ -294,6 +371,15 @@ impl Runner {
                 .map_err(|e| format!("login as {phone} failed: {e}"))
         })
     }
+}
+
+/// A failure line's text: the difference, then both answers (without the ignored keys), cut.
+fn describe(why: &str, expected: &Value, got: &Value) -> String {
+    format!(
+        "{why} (expected {} / got {})",
+        truncate(&strip_ignored(expected).to_string(), SHOW_CHARS),
+        truncate(&strip_ignored(got).to_string(), SHOW_CHARS)
+    )
 }
 
 /// `GET /get/{url-encoded JSON}` cases: no request body, or the JSON is in the URL.
@@ -570,8 +656,12 @@ impl KnownFailures {
     }
 
     /// Entries for `engine` that name no replayed case (typos, renamed cases).
-    fn unknown_ids(&self, engine: Engine, cases: &[Case]) -> Vec<String> {
-        let ids: HashSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    fn unknown_ids<'a>(
+        &self,
+        engine: Engine,
+        cases: impl IntoIterator<Item = &'a Case>,
+    ) -> Vec<String> {
+        let ids: HashSet<&str> = cases.into_iter().map(|c| c.id.as_str()).collect();
         let mut unknown: Vec<String> = self
             .entries
             .keys()
@@ -592,11 +682,15 @@ struct Report {
 }
 
 impl Report {
+    /// The report of one stage, ending with `{title} [ENGINE]` and the counts; `unknown` are the
+    /// known-failures entries that name no replayed case.
     fn build(
         engine: Engine,
+        title: &str,
         cases: &[Case],
         outcomes: &[Outcome],
         known: &KnownFailures,
+        unknown: &[String],
     ) -> Report {
         let name = engine.name();
         let (mut text, mut regressions, mut now_passing) = (String::new(), Vec::new(), Vec::new());
@@ -630,7 +724,7 @@ impl Report {
         for id in now_passing {
             let _ = writeln!(text, "NOW PASSING (remove from known-failures): {id}");
         }
-        for id in known.unknown_ids(engine, cases) {
+        for id in unknown {
             let _ = writeln!(
                 text,
                 "known-failures.txt lists {id}, which is not a replayed case"
@@ -642,7 +736,7 @@ impl Report {
                 "REGRESSION [{name}] {id}: fails and is not listed in known-failures.txt"
             );
         }
-        let _ = writeln!(text, "conformance [{name}]");
+        let _ = writeln!(text, "{title} [{name}]");
         let _ = writeln!(text, "conformance: {passed} passed, {failed} failed");
         if order_dependent > 0 {
             let _ = writeln!(text, "conformance order-dependent: {order_dependent}");

@@ -175,6 +175,36 @@ pub fn call(
                 at(0)
             }
         }
+        // Validations the demo's structures inject before writes: they answer nothing or fail.
+        "verifyIdList" => {
+            arity(1)?;
+            for (i, id) in at(0).as_array().into_iter().flatten().enumerate() {
+                if !id.as_i64().is_some_and(|n| n > 0) {
+                    return Err(ExecError::Invalid(format!(
+                        "{}/{i}: {id} is not an id",
+                        tokens[0]
+                    )));
+                }
+            }
+            Json::Null
+        }
+        "verifyURLList" => {
+            arity(1)?;
+            for (i, url) in at(0).as_array().into_iter().flatten().enumerate() {
+                let ok = url.as_str().is_some_and(|u| {
+                    (u.starts_with("http://") || u.starts_with("https://"))
+                        && u.len() > 8
+                        && !u.contains(' ')
+                });
+                if !ok {
+                    return Err(ExecError::Invalid(format!(
+                        "{}/{i}: {url} is not a URL",
+                        tokens[0]
+                    )));
+                }
+            }
+            Json::Null
+        }
         "getCurrentUserId" => visitor.map_or(Json::Null, |v| Json::from(v.id)),
         "getCurrentUserIdAsList" => visitor.map_or(Json::Null, |v| Json::from(vec![v.id])),
         "getCurrentContactIdList" => visitor.map_or(Json::Null, |v| Json::from(v.contacts.clone())),

@@ -9,10 +9,12 @@
 pub mod backend;
 pub mod cell;
 mod functions;
+pub mod ids;
 mod introspect;
 mod list;
 pub mod read;
 pub mod sink;
+pub mod write;
 
 pub use backend::{Backend, DbUrl};
 pub use introspect::{kind_of, load_request_rules, load_schema};

@@ -192,6 +192,12 @@ pub(crate) fn build<N: Names>(
             combine(key.logic, preds)
         }
         Op::Exists => return Err(invalid(key, "}{ needs a subquery object after @")),
+        Op::Add | Op::Sub => {
+            return Err(invalid(
+                key,
+                "k+ and k- change values and are only allowed in PUT",
+            ))
+        }
     };
     Ok(Outcome::Pred(pred))
 }

@@ -17,10 +17,11 @@ pub mod schema;
 mod select_list;
 mod table;
 pub mod verify;
+pub mod write;
 
 pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;
-pub use table::{plan_subquery, CondSpec, Operand, TablePlan};
+pub use table::{plan_subquery, CondSpec, Operand, Resolver, TablePlan};
 
 use apijet_core::{Method, Role};
 use schema::SchemaCache;
@@ -111,6 +112,15 @@ pub enum PlanError {
     /// A value of the wrong JSON type.
     #[error("{0}")]
     WrongType(String),
+    /// A write would duplicate what must be unique, or add an element already present.
+    #[error("{0}")]
+    Conflict(String),
+    /// A write removes an element that is not there.
+    #[error("{0}")]
+    Missing(String),
+    /// A write changed no row: it is not the visitor's, or it does not exist.
+    #[error("no permission to change {0}, or it does not exist")]
+    NothingChanged(String),
     /// A column the table does not have.
     #[error("{table} has no column {column}")]
     UnknownColumn {

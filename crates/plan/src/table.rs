@@ -100,7 +100,13 @@ impl TablePlan {
         };
         let role_value = kw("role").or(ctx.global_role);
         let (table, role) = access::check(&obj.key.table, role_value, ctx)?;
-        let alias = Ident::new(obj.key.sql_alias());
+        // Writes name their table without an alias (not every engine accepts one in UPDATE and
+        // DELETE), so their conditions are qualified with the table's own name.
+        let alias = if ctx.method.is_query() {
+            Ident::new(obj.key.sql_alias())
+        } else {
+            Ident::new(table.sql_name.clone())
+        };
 
         let named = |name: &str| ctx.subqueries.and_then(|m| m.get(name)).cloned();
         let from = match obj.entries.iter().find_map(|e| match e {

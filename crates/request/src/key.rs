@@ -124,6 +124,10 @@ pub enum Op {
     Lt,
     /// `k<=`
     Le,
+    /// `k+` — PUT only: add to a number, append to a string or a JSON array.
+    Add,
+    /// `k-` — PUT only: subtract, remove a substring or JSON array elements.
+    Sub,
 }
 
 /// `&`, `|` or `!` before the operator.
@@ -219,6 +223,16 @@ impl ConditionKey {
 
 /// Splits the operator suffix off a key (without its trailing `@`).
 fn split_op(key: &str) -> (Op, &str) {
+    if let Some(body) = key.strip_suffix('+') {
+        if is_name(body) {
+            return (Op::Add, body);
+        }
+    }
+    if let Some(body) = key.strip_suffix('-') {
+        if is_name(body) {
+            return (Op::Sub, body);
+        }
+    }
     for (suffix, op) in [
         ("{}", Op::In),
         ("}{", Op::Exists),
@@ -322,6 +336,8 @@ mod tests {
         assert_eq!(ck("tag!$").op, Op::Like);
         assert_eq!(ck("name!").logic, Logic::Not);
         assert_eq!(ck("id}{@").op, Op::Exists);
+        assert_eq!(ck("balance+").op, Op::Add);
+        assert_eq!(ck("praiseUserIdList-").op, Op::Sub);
     }
 
     #[test]

@@ -95,5 +95,8 @@ fn plan_code(e: &PlanError) -> u16 {
         PlanError::Limit(_) => 406,
         PlanError::WrongType(_) => 415,
         PlanError::UnknownColumn { .. } => 406,
+        PlanError::Conflict(_) => 409,
+        PlanError::Missing(_) => 417,
+        PlanError::NothingChanged(_) => 401,
     }
 }

@@ -59,6 +59,18 @@ pub trait Dialect: Send + Sync {
     /// The type name in `CAST(x AS type)`.
     fn cast_type(&self, t: CastType) -> &'static str;
 
+    /// MySQL and MariaDB bound UPDATE and DELETE with `LIMIT n`, as the reference does.
+    fn limits_writes(&self) -> bool {
+        false
+    }
+
+    /// Text concatenation of two rendered operands.
+    fn concat(&self, a: &str, b: &str, out: &mut String) {
+        out.push_str(a);
+        out.push_str(" || ");
+        out.push_str(b);
+    }
+
     /// Writes a rendered function call, adjusted where an engine's result differs.
     fn wrap_function(&self, name: &str, call: &str, out: &mut String) {
         let _ = name;
@@ -292,6 +304,18 @@ impl Dialect for MySql {
 
     fn random(&self) -> &'static str {
         "rand()"
+    }
+
+    fn limits_writes(&self) -> bool {
+        true
+    }
+
+    fn concat(&self, a: &str, b: &str, out: &mut String) {
+        out.push_str("concat(");
+        out.push_str(a);
+        out.push_str(", ");
+        out.push_str(b);
+        out.push(')');
     }
 
     fn cast_type(&self, t: CastType) -> &'static str {

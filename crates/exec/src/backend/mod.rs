@@ -4,9 +4,9 @@ mod mysql;
 mod postgres;
 mod sqlite;
 
-pub use mysql::MySqlBackend;
-pub use postgres::PgBackend;
-pub use sqlite::SqliteBackend;
+pub use mysql::{MySqlBackend, MySqlTx};
+pub use postgres::{PgBackend, PgTx};
+pub use sqlite::{SqliteBackend, SqliteTx};
 
 use crate::sink::RowSink;
 use crate::ExecError;
@@ -117,12 +117,73 @@ impl Backend {
         }
     }
 
+    /// Starts a transaction; every write request runs in exactly one.
+    pub async fn begin(&self) -> Result<Tx<'_>, ExecError> {
+        Ok(match self {
+            Backend::Sqlite(b) => Tx::Sqlite(b.begin().await?),
+            Backend::Postgres(b) => Tx::Postgres(b.begin().await?),
+            Backend::MySql(b) => Tx::MySql(b.begin().await?),
+        })
+    }
+
     /// Runs statements that return nothing, in order.
     pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
         match self {
             Backend::Sqlite(b) => b.execute_script(statements).await,
             Backend::Postgres(b) => b.execute_script(statements).await,
             Backend::MySql(b) => b.execute_script(statements).await,
+        }
+    }
+}
+
+/// An open transaction on one backend.
+pub enum Tx<'a> {
+    /// SQLite.
+    Sqlite(SqliteTx<'a>),
+    /// PostgreSQL.
+    Postgres(PgTx),
+    /// MySQL or MariaDB.
+    MySql(MySqlTx),
+}
+
+impl Tx<'_> {
+    /// Runs a statement; returns the rows it changed.
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
+        match self {
+            Tx::Sqlite(t) => t.execute(stmt).await,
+            Tx::Postgres(t) => t.execute(stmt).await,
+            Tx::MySql(t) => t.execute(stmt).await,
+        }
+    }
+
+    /// Runs a query inside the transaction.
+    pub async fn fetch<S: RowSink>(
+        &mut self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        match self {
+            Tx::Sqlite(t) => t.fetch(stmt, sink).await,
+            Tx::Postgres(t) => t.fetch(stmt, sink).await,
+            Tx::MySql(t) => t.fetch(stmt, sink).await,
+        }
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<(), ExecError> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await,
+            Tx::Postgres(t) => t.commit().await,
+            Tx::MySql(t) => t.commit().await,
+        }
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<(), ExecError> {
+        match self {
+            Tx::Sqlite(t) => t.rollback().await,
+            Tx::Postgres(t) => t.rollback().await,
+            Tx::MySql(t) => t.rollback().await,
         }
     }
 }

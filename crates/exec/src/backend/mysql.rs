@@ -75,32 +75,17 @@ impl MySqlBackend {
         sink: &mut S,
     ) -> Result<u64, ExecError> {
         let mut conn = self.pool.get_conn().await.map_err(db_error)?;
-        let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
-        let mut result = conn
-            .exec_iter(stmt.sql.as_str(), mysql_async::Params::Positional(params))
+        fetch_on(&mut conn, stmt, sink).await
+    }
+
+    /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
+    pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
+        let tx = self
+            .pool
+            .start_transaction(mysql_async::TxOpts::default())
             .await
             .map_err(db_error)?;
-        let columns = result.columns().unwrap_or_else(|| Vec::new().into());
-        let names: Vec<String> = columns.iter().map(|c| c.name_str().into_owned()).collect();
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.column_type()).collect();
-        let binary: Vec<bool> = columns.iter().map(|c| c.character_set() == 63).collect();
-        sink.columns(&names);
-        let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
-        let mut n = 0u64;
-        while let Some(row) = result.next().await.map_err(db_error)? {
-            let mut cells: Vec<Cell<'_>> = recycle(spare);
-            for i in 0..names.len() {
-                let v = row.as_ref(i).unwrap_or(&mysql_async::Value::NULL);
-                cells.push(cell(v, types[i], binary[i]));
-            }
-            sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
-            spare = recycle(cells);
-            n += 1;
-            if sink.wants_flush() {
-                sink.flush().await.map_err(|_| ExecError::ClientGone)?;
-            }
-        }
-        Ok(n)
+        Ok(MySqlTx { tx })
     }
 
     /// Runs statements that return no rows (schema set-up, demo data).
@@ -110,6 +95,76 @@ impl MySqlBackend {
             conn.query_drop(s.as_str()).await.map_err(db_error)?;
         }
         Ok(())
+    }
+}
+
+/// Runs a statement on `q`, feeding every row to `sink`.
+async fn fetch_on<Q: Queryable, S: RowSink>(
+    q: &mut Q,
+    stmt: &Statement,
+    sink: &mut S,
+) -> Result<u64, ExecError> {
+    let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
+    let mut result = q
+        .exec_iter(stmt.sql.as_str(), mysql_async::Params::Positional(params))
+        .await
+        .map_err(db_error)?;
+    let columns = result.columns().unwrap_or_else(|| Vec::new().into());
+    let names: Vec<String> = columns.iter().map(|c| c.name_str().into_owned()).collect();
+    let types: Vec<ColumnType> = columns.iter().map(|c| c.column_type()).collect();
+    let binary: Vec<bool> = columns.iter().map(|c| c.character_set() == 63).collect();
+    sink.columns(&names);
+    let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
+    let mut n = 0u64;
+    while let Some(row) = result.next().await.map_err(db_error)? {
+        let mut cells: Vec<Cell<'_>> = recycle(spare);
+        for i in 0..names.len() {
+            let v = row.as_ref(i).unwrap_or(&mysql_async::Value::NULL);
+            cells.push(cell(v, types[i], binary[i]));
+        }
+        sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+        spare = recycle(cells);
+        n += 1;
+        if sink.wants_flush() {
+            sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+        }
+    }
+    Ok(n)
+}
+
+/// An open transaction; mysql_async rolls it back if it is dropped unfinished.
+pub struct MySqlTx {
+    tx: mysql_async::Transaction<'static>,
+}
+
+impl MySqlTx {
+    /// Runs a statement; returns the rows it changed.
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
+        let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
+        self.tx
+            .exec_drop(stmt.sql.as_str(), mysql_async::Params::Positional(params))
+            .await
+            .map_err(db_error)?;
+        Ok(self.tx.affected_rows())
+    }
+
+    /// Runs a query inside the transaction, feeding its rows to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &mut self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        fetch_on(&mut self.tx, stmt, sink).await
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<(), ExecError> {
+        self.tx.commit().await.map_err(db_error)
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<(), ExecError> {
+        self.tx.rollback().await.map_err(db_error)
     }
 }
 

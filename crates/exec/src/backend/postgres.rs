@@ -70,36 +70,20 @@ impl PgBackend {
             .get()
             .await
             .map_err(|e| ExecError::Connect(e.to_string()))?;
-        let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
-        let names: Vec<String> = prepared
-            .columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
-        sink.columns(&names);
-        let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
-        let rows = client
-            .query_raw(&prepared, params.iter())
+        fetch_on(&client, stmt, sink).await
+    }
+
+    /// Starts a transaction on a connection of its own.
+    pub async fn begin(&self) -> Result<PgTx, ExecError> {
+        let client = self
+            .pool
+            .get()
             .await
-            .map_err(db_error)?;
-        pin_mut!(rows);
-        let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
-        let mut n = 0u64;
-        while let Some(row) = rows.next().await {
-            let mut cells: Vec<Cell<'_>> = recycle(spare);
-            let row = row.map_err(db_error)?;
-            for i in 0..names.len() {
-                let cell: PgCell<'_> = row.try_get(i).map_err(db_error)?;
-                cells.push(cell.0);
-            }
-            sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
-            spare = recycle(cells);
-            n += 1;
-            if sink.wants_flush() {
-                sink.flush().await.map_err(|_| ExecError::ClientGone)?;
-            }
-        }
-        Ok(n)
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        client.batch_execute("BEGIN").await.map_err(db_error)?;
+        Ok(PgTx {
+            client: Some(client),
+        })
     }
 
     /// Runs statements that return no rows (schema set-up, demo data).
@@ -113,6 +97,107 @@ impl PgBackend {
             client.batch_execute(s).await.map_err(db_error)?;
         }
         Ok(())
+    }
+}
+
+/// Runs a statement on `client`, feeding every row to `sink`.
+async fn fetch_on<S: RowSink>(
+    client: &deadpool_postgres::Object,
+    stmt: &Statement,
+    sink: &mut S,
+) -> Result<u64, ExecError> {
+    let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+    let names: Vec<String> = prepared
+        .columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    sink.columns(&names);
+    let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
+    let rows = client
+        .query_raw(&prepared, params.iter())
+        .await
+        .map_err(db_error)?;
+    pin_mut!(rows);
+    let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
+    let mut n = 0u64;
+    while let Some(row) = rows.next().await {
+        let mut cells: Vec<Cell<'_>> = recycle(spare);
+        let row = row.map_err(db_error)?;
+        for i in 0..names.len() {
+            let cell: PgCell<'_> = row.try_get(i).map_err(db_error)?;
+            cells.push(cell.0);
+        }
+        sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+        spare = recycle(cells);
+        n += 1;
+        if sink.wants_flush() {
+            sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+        }
+    }
+    Ok(n)
+}
+
+/// An open transaction. Dropped unfinished (an error path, a cancelled request), it rolls back
+/// before its connection goes back to the pool.
+pub struct PgTx {
+    client: Option<deadpool_postgres::Object>,
+}
+
+impl PgTx {
+    fn client(&self) -> Result<&deadpool_postgres::Object, ExecError> {
+        self.client
+            .as_ref()
+            .ok_or(ExecError::Connect("the transaction is closed".into()))
+    }
+
+    /// Runs a statement; returns the rows it changed.
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
+        let client = self.client()?;
+        let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+        let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
+        client
+            .execute_raw(&prepared, params.iter())
+            .await
+            .map_err(db_error)
+    }
+
+    /// Runs a query inside the transaction, feeding its rows to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &mut self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        fetch_on(self.client()?, stmt, sink).await
+    }
+
+    /// Commits.
+    pub async fn commit(mut self) -> Result<(), ExecError> {
+        let client = self
+            .client
+            .take()
+            .ok_or(ExecError::Connect("the transaction is closed".into()))?;
+        client.batch_execute("COMMIT").await.map_err(db_error)
+    }
+
+    /// Rolls back.
+    pub async fn rollback(mut self) -> Result<(), ExecError> {
+        if let Some(client) = self.client.take() {
+            client.batch_execute("ROLLBACK").await.map_err(db_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                });
+            }
+        }
     }
 }
 

@@ -80,6 +80,20 @@ impl SqliteBackend {
         result
     }
 
+    /// Starts a write transaction (`BEGIN IMMEDIATE`: writers queue here, not at commit).
+    pub async fn begin(&self) -> Result<SqliteTx<'_>, ExecError> {
+        let conn = self.take()?;
+        let started = tokio::task::block_in_place(|| conn.execute_batch("BEGIN IMMEDIATE"));
+        if let Err(e) = started {
+            self.put(conn);
+            return Err(db_error(e));
+        }
+        Ok(SqliteTx {
+            backend: self,
+            conn: Some(conn),
+        })
+    }
+
     /// Runs statements that return no rows (schema set-up, demo data).
     pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
         let conn = self.take()?;
@@ -93,6 +107,86 @@ impl SqliteBackend {
         self.put(conn);
         result
     }
+}
+
+/// An open transaction on a pooled connection; dropped unfinished, it rolls back.
+pub struct SqliteTx<'a> {
+    backend: &'a SqliteBackend,
+    conn: Option<Connection>,
+}
+
+impl SqliteTx<'_> {
+    fn conn(&self) -> Result<&Connection, ExecError> {
+        self.conn
+            .as_ref()
+            .ok_or(ExecError::Connect("the transaction is closed".into()))
+    }
+
+    /// Runs a statement; returns the rows it changed.
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
+        let conn = self.conn()?;
+        tokio::task::block_in_place(|| {
+            let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
+            bind(&mut prepared, &stmt.binds)?;
+            prepared.raw_execute().map(|n| n as u64).map_err(db_error)
+        })
+    }
+
+    /// Runs a query inside the transaction, feeding its rows to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &mut self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        let conn = self.conn()?;
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::block_in_place(|| run(conn, stmt, sink, &handle))
+    }
+
+    fn finish(&mut self, sql: &str) -> Result<(), ExecError> {
+        let Some(conn) = self.conn.take() else {
+            return Ok(());
+        };
+        let r = tokio::task::block_in_place(|| conn.execute_batch(sql)).map_err(db_error);
+        self.backend.put(conn);
+        r
+    }
+
+    /// Commits.
+    pub async fn commit(mut self) -> Result<(), ExecError> {
+        self.finish("COMMIT")
+    }
+
+    /// Rolls back.
+    pub async fn rollback(mut self) -> Result<(), ExecError> {
+        self.finish("ROLLBACK")
+    }
+}
+
+impl Drop for SqliteTx<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            // Never hand a connection back with a transaction open.
+            if conn.execute_batch("ROLLBACK").is_ok() {
+                self.backend.put(conn);
+            }
+        }
+    }
+}
+
+fn bind(prepared: &mut rusqlite::CachedStatement<'_>, binds: &[Value]) -> Result<(), ExecError> {
+    for (i, v) in binds.iter().enumerate() {
+        let idx = i + 1;
+        match v {
+            Value::Null => prepared.raw_bind_parameter(idx, rusqlite::types::Null),
+            Value::Bool(b) => prepared.raw_bind_parameter(idx, *b),
+            Value::Int(n) => prepared.raw_bind_parameter(idx, *n),
+            Value::Float(f) => prepared.raw_bind_parameter(idx, *f),
+            Value::Text(s) => prepared.raw_bind_parameter(idx, s.as_str()),
+        }
+        .map_err(db_error)?;
+    }
+    Ok(())
 }
 
 fn run<S: RowSink>(
@@ -112,17 +206,7 @@ fn run<S: RowSink>(
         .iter()
         .map(|c| c.decl_type().unwrap_or_default().to_ascii_uppercase())
         .collect();
-    for (i, v) in stmt.binds.iter().enumerate() {
-        let idx = i + 1;
-        match v {
-            Value::Null => prepared.raw_bind_parameter(idx, rusqlite::types::Null),
-            Value::Bool(b) => prepared.raw_bind_parameter(idx, *b),
-            Value::Int(n) => prepared.raw_bind_parameter(idx, *n),
-            Value::Float(f) => prepared.raw_bind_parameter(idx, *f),
-            Value::Text(s) => prepared.raw_bind_parameter(idx, s.as_str()),
-        }
-        .map_err(db_error)?;
-    }
+    bind(&mut prepared, &stmt.binds)?;
     sink.columns(&names);
     let mut rows = prepared.raw_query();
     let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());

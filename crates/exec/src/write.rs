@@ -1,0 +1,528 @@
+//! POST, PUT and DELETE: every object of a request in one transaction (protocol §10).
+//!
+//! The request has passed the `Request` structure already. Each object becomes one statement
+//! (a batch of inserts becomes one multi-row INSERT per chunk); the transaction commits only if
+//! every object succeeded, and a write that changes no row (not the visitor's, or gone) is 401
+//! and rolls everything back, as the reference does.
+
+use crate::backend::{Backend, Tx};
+use crate::ids::IdGenerator;
+use crate::sink::CollectSink;
+use crate::ExecError;
+use apijet_core::{Method, Value, Visitor};
+use apijet_plan::query::Assign;
+use apijet_plan::schema::SchemaCache;
+use apijet_plan::verify::ExistenceCheck;
+use apijet_plan::write::{self, ArrayEdit, InsertRow};
+use apijet_plan::{Ctx, PlanError, PlanOptions, TablePlan};
+use apijet_request::{Node, Request, TableEntry, TableKey, TableObject};
+use apijet_sql::{render, render_delete, render_insert, render_update, Dialect, Statement};
+use serde_json::{json, Map, Value as Json};
+
+/// Everything a write needs.
+pub struct WriteEnv<'a> {
+    /// The database.
+    pub backend: &'a Backend,
+    /// Its dialect.
+    pub dialect: &'a dyn Dialect,
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// Limits and debug mode.
+    pub options: &'a PlanOptions,
+    /// POST, PUT or DELETE.
+    pub method: Method,
+    /// The visitor (writes always have one).
+    pub visitor: Option<&'a Visitor>,
+    /// Ids for new rows.
+    pub ids: &'a IdGenerator,
+    /// Rows per INSERT statement at most (engines bound the parameters of one statement).
+    pub max_insert_rows: usize,
+}
+
+/// Runs a verified write request in one transaction; answers its objects in request order.
+pub async fn write(
+    req: &Request,
+    checks: &[ExistenceCheck],
+    env: &WriteEnv<'_>,
+) -> Result<Map<String, Json>, ExecError> {
+    let mut tx = env.backend.begin().await?;
+    let result = write_in(&mut tx, req, checks, env).await;
+    match result {
+        Ok(out) => {
+            tx.commit().await?;
+            Ok(out)
+        }
+        Err(e) => {
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+fn ctx<'a>(env: &'a WriteEnv<'a>, req: &'a Request) -> Ctx<'a> {
+    Ctx {
+        schema: env.schema,
+        options: env.options,
+        method: env.method,
+        visitor: env.visitor,
+        global_role: req.global("role"),
+        global_explain: false,
+        subqueries: None,
+    }
+}
+
+async fn count(tx: &mut Tx<'_>, stmt: &Statement) -> Result<u64, ExecError> {
+    let mut sink = CollectSink::new(&[]);
+    tx.fetch(stmt, &mut sink).await?;
+    Ok(sink
+        .rows
+        .first()
+        .and_then(|r| r.get("count"))
+        .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+        .unwrap_or(0))
+}
+
+async fn write_in(
+    tx: &mut Tx<'_>,
+    req: &Request,
+    checks: &[ExistenceCheck],
+    env: &WriteEnv<'_>,
+) -> Result<Map<String, Json>, ExecError> {
+    for check in checks {
+        let table = env
+            .schema
+            .table(&check.table)
+            .ok_or_else(|| PlanError::AccessDenied {
+                table: check.table.clone(),
+                role: apijet_core::Role::Unknown,
+                method: env.method,
+            })?;
+        let select = write::existence_count(table, &check.values, check.exclude_id.as_ref())?;
+        let n = count(tx, &render(env.dialect, &select)).await?;
+        let described = check
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if check.must_exist && n == 0 {
+            return Err(PlanError::Conflict(format!(
+                "{}: no row with {described} exists",
+                check.table
+            ))
+            .into());
+        }
+        if !check.must_exist && n > 0 {
+            return Err(PlanError::Conflict(format!(
+                "{}: a row with {described} exists already",
+                check.table
+            ))
+            .into());
+        }
+    }
+    let explain = req
+        .global("explain")
+        .and_then(Json::as_bool)
+        .unwrap_or(false);
+    if explain && !env.options.debug {
+        return Err(PlanError::Forbidden("@explain is only available in debug mode".into()).into());
+    }
+    let mut out = Map::new();
+    for m in &req.root.members {
+        match &m.node {
+            Node::Table(t) => {
+                let answer = match env.method {
+                    Method::Post => {
+                        post(tx, req, env, std::slice::from_ref(t), false, explain).await?
+                    }
+                    Method::Put => put(tx, req, env, t, explain).await?,
+                    Method::Delete => delete(tx, req, env, t, explain).await?,
+                    other => {
+                        return Err(ExecError::Forbidden(format!(
+                            "{other} cannot write {}",
+                            m.key
+                        )))
+                    }
+                };
+                out.insert(m.key.clone(), Json::Object(answer));
+            }
+            Node::Value(Json::Array(items)) if m.key.ends_with("[]") => {
+                let key = batch_table(&m.key)?;
+                let objects = items
+                    .iter()
+                    .map(|item| match item {
+                        Json::Object(map) => TableObject::from_map(key.clone(), map.clone())
+                            .map_err(|e| ExecError::Invalid(e.to_string())),
+                        _ => Err(ExecError::Invalid(format!(
+                            "{}: every item must be an object",
+                            m.key
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let answer = match env.method {
+                    Method::Post => post(tx, req, env, &objects, true, explain).await?,
+                    Method::Put => put_batch(tx, req, env, &objects).await?,
+                    other => {
+                        return Err(ExecError::Forbidden(format!(
+                            "{other} cannot take a list {}",
+                            m.key
+                        )))
+                    }
+                };
+                out.insert(key.text(), Json::Object(answer));
+            }
+            Node::Array(_) => {
+                return Err(ExecError::Forbidden(format!(
+                    "{}:{{}} arrays are only supported by GET and GETS",
+                    m.key
+                )))
+            }
+            Node::Value(v) => {
+                out.insert(m.key.clone(), v.clone());
+            }
+            Node::Reference(_) | Node::Subquery(_) | Node::Function(_) => {
+                return Err(ExecError::Forbidden(format!(
+                    "{} is not allowed in a write",
+                    m.key
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn batch_table(key: &str) -> Result<TableKey, ExecError> {
+    let name = key.trim_end_matches("[]");
+    TableKey::parse(name)
+        .ok_or_else(|| ExecError::Invalid(format!("{key}: a batch must be named Table[]")))
+}
+
+fn success(count: u64) -> Map<String, Json> {
+    let mut m = Map::new();
+    m.insert("ok".into(), Json::Bool(true));
+    m.insert("code".into(), json!(200));
+    m.insert("msg".into(), json!("success"));
+    m.insert("count".into(), json!(count));
+    m
+}
+
+/// The plain `column: value` pairs of an object, for remote functions' arguments.
+fn values_of(t: &TableObject) -> Map<String, Json> {
+    t.entries
+        .iter()
+        .filter_map(|e| match e {
+            TableEntry::Condition { key, value } => Some((key.column.clone(), value.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `k-()` functions injected by the structure run before the statement (validations).
+fn before(t: &TableObject, env: &WriteEnv<'_>) -> Result<(), ExecError> {
+    let values = values_of(t);
+    for e in &t.entries {
+        if let TableEntry::Function { key, call } = e {
+            if key.ends_with("-()") {
+                crate::functions::call(call, &values, env.visitor)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `k()` functions run after the statement; their results join the answer.
+async fn after(
+    tx: &mut Tx<'_>,
+    t: &TableObject,
+    env: &WriteEnv<'_>,
+    answer: &mut Map<String, Json>,
+) -> Result<(), ExecError> {
+    let values = values_of(t);
+    for e in &t.entries {
+        if let TableEntry::Function { key, call } = e {
+            if key.ends_with("-()") {
+                continue;
+            }
+            let name = key.trim_end_matches("()").trim_end_matches('+');
+            let result = match write_function(tx, call, &values, env).await? {
+                Some(v) => Some(v),
+                None => crate::functions::call(call, &values, env.visitor)?,
+            };
+            if let Some(v) = result {
+                answer.insert(name.to_string(), v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The demo's functions that write: deleting a moment's comments, a comment's replies.
+async fn write_function(
+    tx: &mut Tx<'_>,
+    call: &str,
+    values: &Map<String, Json>,
+    env: &WriteEnv<'_>,
+) -> Result<Option<Json>, ExecError> {
+    let (column, recursive) = if call == "deleteCommentOfMoment(id)" {
+        ("momentId", false)
+    } else if call == "deleteChildComment(id)" {
+        ("toId", true)
+    } else {
+        return Ok(None);
+    };
+    let Some(id) = values.get("id").cloned() else {
+        return Ok(Some(json!(0)));
+    };
+    let Some(table) = env.schema.table("Comment") else {
+        return Ok(Some(json!(0)));
+    };
+    let mut total = 0u64;
+    let mut parents = vec![Value::from_json(&id)];
+    while !parents.is_empty() {
+        let mut next = Vec::new();
+        if recursive {
+            // Replies of replies go too: collect the next level before deleting this one.
+            let select = write::ids_where(table, column, parents.clone())?;
+            let mut sink = CollectSink::new(&[]);
+            tx.fetch(&render(env.dialect, &select), &mut sink).await?;
+            next.extend(
+                sink.rows
+                    .iter()
+                    .filter_map(|r| r.get("id"))
+                    .map(Value::from_json),
+            );
+        }
+        let delete = write::delete_where(table, column, parents)?;
+        total += tx.execute(&render_delete(env.dialect, &delete)).await?;
+        parents = if recursive { next } else { Vec::new() };
+    }
+    Ok(Some(json!(total)))
+}
+
+async fn post(
+    tx: &mut Tx<'_>,
+    req: &Request,
+    env: &WriteEnv<'_>,
+    objects: &[TableObject],
+    batch: bool,
+    explain: bool,
+) -> Result<Map<String, Json>, ExecError> {
+    let ctx = ctx(env, req);
+    let mut rows: Vec<InsertRow> = Vec::with_capacity(objects.len());
+    let mut plan: Option<TablePlan> = None;
+    let mut next_id = || env.ids.next();
+    for t in objects {
+        before(t, env)?;
+        let (p, row) = write::insert_row(t, &ctx, &mut next_id)?;
+        plan.get_or_insert(p);
+        rows.push(row);
+    }
+    let plan = plan.ok_or_else(|| ExecError::Invalid("a batch needs at least one item".into()))?;
+    let ids: Vec<Json> = rows
+        .iter()
+        .map(|r| r.id.clone().unwrap_or(Json::Null))
+        .collect();
+    let mut inserted = 0;
+    let mut sql = Vec::new();
+    // Items with the same columns share a statement; each statement stays under the
+    // engines' parameter limits.
+    let mut groups: Vec<Vec<InsertRow>> = Vec::new();
+    for row in rows {
+        match groups.iter_mut().find(|g| g[0].columns == row.columns) {
+            Some(g) => g.push(row),
+            None => groups.push(vec![row]),
+        }
+    }
+    for group in groups {
+        let per_statement =
+            (30_000 / group[0].columns.len().max(1)).clamp(1, env.max_insert_rows.max(1));
+        for chunk in group.chunks(per_statement) {
+            let stmt = render_insert(env.dialect, &write::insert(&plan, chunk));
+            inserted += tx.execute(&stmt).await?;
+            sql.push(stmt.sql);
+        }
+    }
+    let mut answer = Map::new();
+    if explain {
+        answer.insert("sql".into(), json!(sql.join(";\n")));
+    }
+    answer.extend(success(inserted));
+    if batch {
+        answer.insert("id[]".into(), Json::Array(ids));
+    } else if let Some(id) = ids.into_iter().next().filter(|v| !v.is_null()) {
+        answer.insert("id".into(), id);
+    }
+    if let Some(t) = objects.first().filter(|_| !batch) {
+        after(tx, t, env, &mut answer).await?;
+    }
+    Ok(answer)
+}
+
+fn id_answer(answer: &mut Map<String, Json>, ids: Option<Json>) {
+    match ids {
+        Some(Json::Array(list)) => {
+            answer.insert("id[]".into(), Json::Array(list));
+        }
+        Some(id) => {
+            answer.insert("id".into(), id);
+        }
+        None => {}
+    }
+}
+
+async fn apply_array_edits(
+    tx: &mut Tx<'_>,
+    env: &WriteEnv<'_>,
+    planned: &mut write::PlannedUpdate,
+    table: &str,
+) -> Result<(), ExecError> {
+    let edits: Vec<ArrayEdit> = std::mem::take(&mut planned.array_edits);
+    for edit in edits {
+        let select = write::current_value(&planned.plan, &planned.update.filter, &edit.column)?;
+        let mut sink = CollectSink::new(std::slice::from_ref(&edit.column));
+        tx.fetch(&render(env.dialect, &select), &mut sink).await?;
+        let Some(row) = sink.rows.into_iter().next() else {
+            return Err(PlanError::NothingChanged(table.to_string()).into());
+        };
+        let current = row.get(&edit.column).cloned();
+        let mut list = match current {
+            Some(Json::Array(a)) => a,
+            None | Some(Json::Null) if edit.add => Vec::new(),
+            None | Some(Json::Null) => {
+                return Err(PlanError::Missing(format!(
+                    "PUT {table}: {}- on an empty value",
+                    edit.column
+                ))
+                .into())
+            }
+            Some(other) => {
+                return Err(PlanError::WrongType(format!(
+                    "{table}.{} is not a JSON array: {other}",
+                    edit.column
+                ))
+                .into())
+            }
+        };
+        for (i, item) in edit.items.iter().enumerate() {
+            let at = list.iter().position(|x| same_json(x, item));
+            match (edit.add, at) {
+                (true, Some(_)) => {
+                    return Err(PlanError::Conflict(format!(
+                        "PUT {table}: {}+/{i} {item} is already there",
+                        edit.column
+                    ))
+                    .into())
+                }
+                (true, None) => list.push(item.clone()),
+                (false, Some(p)) => {
+                    list.remove(p);
+                }
+                (false, None) => {
+                    return Err(PlanError::Missing(format!(
+                        "PUT {table}: {}-/{i} {item} is not there",
+                        edit.column
+                    ))
+                    .into())
+                }
+            }
+        }
+        let column = planned
+            .plan
+            .table
+            .column(&edit.column)
+            .map(|c| c.name.clone())
+            .unwrap_or(edit.column.clone());
+        planned.update.sets.push((
+            apijet_plan::write::column_ident(&planned.plan, &column)?,
+            Assign::Value(Value::Text(Json::Array(list).to_string())),
+        ));
+    }
+    Ok(())
+}
+
+/// Elements compare as JSON values: `82001` equals `82001.0` (the reference compares Java types
+/// and misses that).
+fn same_json(a: &Json, b: &Json) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+async fn put(
+    tx: &mut Tx<'_>,
+    req: &Request,
+    env: &WriteEnv<'_>,
+    t: &TableObject,
+    explain: bool,
+) -> Result<Map<String, Json>, ExecError> {
+    before(t, env)?;
+    let ctx = ctx(env, req);
+    let mut planned = write::update(t, &ctx, &mut |_| None)?;
+    apply_array_edits(tx, env, &mut planned, &t.key.table).await?;
+    let stmt = render_update(env.dialect, &planned.update);
+    let n = tx.execute(&stmt).await?;
+    if n == 0 {
+        return Err(PlanError::NothingChanged(t.key.table.clone()).into());
+    }
+    let mut answer = Map::new();
+    if explain {
+        answer.insert("sql".into(), json!(stmt.sql));
+    }
+    answer.extend(success(n));
+    id_answer(&mut answer, planned.ids);
+    after(tx, t, env, &mut answer).await?;
+    Ok(answer)
+}
+
+async fn put_batch(
+    tx: &mut Tx<'_>,
+    req: &Request,
+    env: &WriteEnv<'_>,
+    objects: &[TableObject],
+) -> Result<Map<String, Json>, ExecError> {
+    let mut ids = Vec::with_capacity(objects.len());
+    let mut total = 0;
+    for t in objects {
+        let answer = put(tx, req, env, t, false).await?;
+        total += answer.get("count").and_then(Json::as_u64).unwrap_or(0);
+        ids.push(answer.get("id").cloned().unwrap_or(Json::Null));
+    }
+    let mut answer = success(total);
+    answer.insert("id[]".into(), Json::Array(ids));
+    Ok(answer)
+}
+
+async fn delete(
+    tx: &mut Tx<'_>,
+    req: &Request,
+    env: &WriteEnv<'_>,
+    t: &TableObject,
+    explain: bool,
+) -> Result<Map<String, Json>, ExecError> {
+    before(t, env)?;
+    let ctx = ctx(env, req);
+    let conditions = TableObject {
+        key: t.key.clone(),
+        entries: t
+            .entries
+            .iter()
+            .filter(|e| !matches!(e, TableEntry::Function { .. }))
+            .cloned()
+            .collect(),
+    };
+    let (delete, ids, _plan) = write::delete(&conditions, &ctx, &mut |_| None)?;
+    let stmt = render_delete(env.dialect, &delete);
+    let n = tx.execute(&stmt).await?;
+    if n == 0 {
+        return Err(PlanError::NothingChanged(t.key.table.clone()).into());
+    }
+    let mut answer = Map::new();
+    if explain {
+        answer.insert("sql".into(), json!(stmt.sql));
+    }
+    answer.extend(success(n));
+    id_answer(&mut answer, ids);
+    after(tx, t, env, &mut answer).await?;
+    Ok(answer)
+}
