@@ -374,9 +374,12 @@ pub async fn load_demo(db: &str) -> Result<(), String> {
 
 type Declaration = (String, Method, String, Map<String, Json>);
 
+/// The declarations of a `/crud` body and its objects, in request order.
+type CrudParts = (Vec<Declaration>, Vec<(String, Json)>);
+
 /// Splits a `/crud` body into its declarations (`@post: "Comment"`, `@gets: {"Privacy":
 /// "Privacy-CIRCLE"}` or `{"User": {"tag": …, "version": …}}`) and its objects.
-fn crud_parts(map: Map<String, Json>) -> Result<(Vec<Declaration>, Vec<(String, Json)>), ApiError> {
+fn crud_parts(map: Map<String, Json>) -> Result<CrudParts, ApiError> {
     let mut declared = Vec::new();
     let mut objects = Vec::new();
     for (k, v) in map {

@@ -42,7 +42,9 @@ const DATABASE: &str = "apijet_conf";
 /// The second copy of the demo data, on both engines, that the write stage changes.
 const WRITE_DATABASE: &str = "apijet_conf_w";
 /// The reference ran in DEBUG mode (allows `@explain` and reading system tables like Access).
-const SERVER_CONFIG: &str = "debug = true\nmax_count = 100\n";
+/// The reference's settings: DEBUG mode, count ≤ 100, batches ≤ 10 (apijet's own default is
+/// 1,000 rows per batch).
+const SERVER_CONFIG: &str = "debug = true\nmax_count = 100\nmax_batch = 10\n";
 /// How much of an expected or received answer a failure line shows.
 const SHOW_CHARS: usize = 300;
 /// After this many requests that failed without an answer (timeouts), the rest are not sent.

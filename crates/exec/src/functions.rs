@@ -179,7 +179,7 @@ pub fn call(
         "verifyIdList" => {
             arity(1)?;
             for (i, id) in at(0).as_array().into_iter().flatten().enumerate() {
-                if !id.as_i64().is_some_and(|n| n > 0) {
+                if id.as_i64().is_none_or(|n| n <= 0) {
                     return Err(ExecError::Invalid(format!(
                         "{}/{i}: {id} is not an id",
                         tokens[0]

@@ -43,7 +43,10 @@ impl MySqlBackend {
             .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
         let builder = OptsBuilder::from_opts(opts)
             .pool_opts(PoolOpts::default().with_constraints(constraints))
-            .stmt_cache_size(256);
+            .stmt_cache_size(256)
+            // An UPDATE that sets a value already there still matched its row: count matched
+            // rows, as PostgreSQL and SQLite do, so such a write is not mistaken for "no row".
+            .client_found_rows(true);
         let pool = Pool::new(builder.clone().init(init.clone()));
         let mut conn = match pool.get_conn().await {
             Ok(c) => c,
