@@ -138,6 +138,10 @@ async fn login(State(s): State<Shared>, body: Bytes) -> Response {
     }
 }
 
+async fn register(State(s): State<Shared>, body: Bytes) -> Response {
+    json_response(&s.register(&body).await)
+}
+
 /// Logout answers the bare envelope, as the reference records it, and clears the cookie.
 async fn logout(State(s): State<Shared>, headers: HeaderMap) -> Response {
     let answer = match s.sessions.visitor(&headers) {
@@ -170,6 +174,7 @@ pub fn router(state: Shared, max_body: usize) -> Router {
     Router::new()
         .route("/login", post(login))
         .route("/logout", post(logout))
+        .route("/register", post(register))
         .route("/reload", post(reload))
         .route("/{method}", post(call))
         .route("/{method}/{tag}", post(call_tag).get(call_in_url))

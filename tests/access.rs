@@ -344,3 +344,41 @@ fn private_reads_follow_the_request_table_on_every_engine() {
         );
     }
 }
+
+#[test]
+fn register_then_log_in_on_every_engine() {
+    for (engine, url) in demo_databases("register") {
+        let s = Server::start(&url, SECRET);
+        let mut c = s.client();
+        let body = json!({"Privacy": {"phone": "13900001234", "_password": "secret1"}, "User": {"name": "Newbie"}});
+        let r = post(&mut c, "/register", &body);
+        assert_eq!(code(&r), 200, "{engine}: {r}");
+        assert_eq!(
+            r["User"]["id"], r["Privacy"]["id"],
+            "{engine}: the user row takes the privacy row's id"
+        );
+        assert_eq!(
+            code(&post(&mut c, "/register", &body)),
+            409,
+            "{engine}: a phone registers once"
+        );
+        let bad =
+            json!({"Privacy": {"phone": "123", "_password": "secret1"}, "User": {"name": "Bad"}});
+        assert_eq!(
+            code(&post(&mut c, "/register", &bad)),
+            406,
+            "{engine}: VERIFY phone"
+        );
+        let short = json!({"Privacy": {"phone": "13900005678", "_password": "123"}, "User": {"name": "Bad"}});
+        assert_eq!(
+            code(&post(&mut c, "/register", &short)),
+            406,
+            "{engine}: VERIFY password length"
+        );
+        let mut newbie = s.client();
+        let r = newbie
+            .login("13900001234", "secret1")
+            .expect("the new account logs in");
+        assert_eq!(r["User"]["name"], "Newbie", "{engine}");
+    }
+}

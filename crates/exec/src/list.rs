@@ -68,6 +68,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
         subqueries: None,
+        trusted: false,
     };
     let plan = TablePlan::new(t, &ctx)?;
     if plan.explain || plan.drop || !plan.echoes.is_empty() {

@@ -173,6 +173,7 @@ impl<'a> Reader<'a> {
             global_role: self.global_role,
             global_explain: self.global_explain,
             subqueries: Some(&self.subqueries),
+            trusted: false,
         }
     }
 

@@ -37,6 +37,8 @@ pub struct WriteEnv<'a> {
     pub ids: &'a IdGenerator,
     /// Rows per INSERT statement at most (engines bound the parameters of one statement).
     pub max_insert_rows: usize,
+    /// The server itself runs the request (`/register`): see [`Ctx::trusted`].
+    pub trusted: bool,
 }
 
 /// Runs a verified write request in one transaction; answers its objects in request order.
@@ -68,6 +70,7 @@ fn ctx<'a>(env: &'a WriteEnv<'a>, req: &'a Request) -> Ctx<'a> {
         global_role: req.global("role"),
         global_explain: false,
         subqueries: None,
+        trusted: env.trusted,
     }
 }
 
@@ -128,12 +131,23 @@ async fn write_in(
         return Err(PlanError::Forbidden("@explain is only available in debug mode".into()).into());
     }
     let mut out = Map::new();
+    // What earlier objects wrote, for references like "id@": "Privacy/id".
+    let mut written: Map<String, Json> = Map::new();
     for m in &req.root.members {
         match &m.node {
             Node::Table(t) => {
                 let answer = match env.method {
                     Method::Post => {
-                        post(tx, req, env, std::slice::from_ref(t), false, explain).await?
+                        post(
+                            tx,
+                            req,
+                            env,
+                            std::slice::from_ref(t),
+                            false,
+                            explain,
+                            &written,
+                        )
+                        .await?
                     }
                     Method::Put => put(tx, req, env, t, explain).await?,
                     Method::Delete => delete(tx, req, env, t, explain).await?,
@@ -144,6 +158,11 @@ async fn write_in(
                         )))
                     }
                 };
+                let mut record = values_of(t);
+                if let Some(id) = answer.get("id") {
+                    record.insert("id".into(), id.clone());
+                }
+                written.insert(m.key.clone(), Json::Object(record));
                 out.insert(m.key.clone(), Json::Object(answer));
             }
             Node::Value(Json::Array(items)) if m.key.ends_with("[]") => {
@@ -160,7 +179,7 @@ async fn write_in(
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 let answer = match env.method {
-                    Method::Post => post(tx, req, env, &objects, true, explain).await?,
+                    Method::Post => post(tx, req, env, &objects, true, explain, &written).await?,
                     Method::Put => put_batch(tx, req, env, &objects).await?,
                     other => {
                         return Err(ExecError::Forbidden(format!(
@@ -306,6 +325,7 @@ async fn post(
     objects: &[TableObject],
     batch: bool,
     explain: bool,
+    written: &Map<String, Json>,
 ) -> Result<Map<String, Json>, ExecError> {
     let ctx = ctx(env, req);
     let mut rows: Vec<InsertRow> = Vec::with_capacity(objects.len());
@@ -313,7 +333,14 @@ async fn post(
     let mut next_id = || env.ids.next();
     for t in objects {
         before(t, env)?;
-        let (p, row) = write::insert_row(t, &ctx, &mut next_id)?;
+        let mut resolve = |path: &str| {
+            let mut v = written.get(path.split('/').next().unwrap_or_default())?;
+            for seg in path.split('/').skip(1) {
+                v = v.get(seg)?;
+            }
+            Some(v.clone())
+        };
+        let (p, row) = write::insert_row(t, &ctx, &mut next_id, &mut resolve)?;
         plan.get_or_insert(p);
         rows.push(row);
     }

@@ -76,6 +76,9 @@ pub struct Ctx<'a> {
     /// Named subqueries defined so far (`"sql@": {…}`), usable as `"k{}@": "sql"` and
     /// `"@from@": "sql"`.
     pub subqueries: Option<&'a std::collections::HashMap<String, query::Select>>,
+    /// The server itself runs this request (`/register`): the `Request` structure has shaped
+    /// it, and the `Access` role lists are not consulted. Never set from client input.
+    pub trusted: bool,
 }
 
 /// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.

@@ -45,6 +45,7 @@ pub fn insert_row(
     obj: &TableObject,
     ctx: &Ctx<'_>,
     new_id: &mut dyn FnMut() -> i64,
+    resolve: Resolver<'_>,
 ) -> Result<(TablePlan, InsertRow), PlanError> {
     let keywords = TableObject {
         key: obj.key.clone(),
@@ -73,6 +74,28 @@ pub fn insert_row(
                 }
                 columns.push(key.column.clone());
                 values.push(Value::from_json(value));
+            }
+            TableEntry::RefCondition { key, path }
+                if is_plain(&ConditionKey {
+                    reference: false,
+                    ..key.clone()
+                }) =>
+            {
+                // A value from an object written earlier in the same request ("id@": "Privacy/id").
+                let value = resolve(path).filter(|v| !v.is_null()).ok_or_else(|| {
+                    PlanError::Invalid(format!(
+                        "POST {}: {} refers to {path}, which no earlier object of the request gives",
+                        obj.key.table, key.raw
+                    ))
+                })?;
+                if table.column(&key.column).is_none() {
+                    return Err(PlanError::UnknownColumn {
+                        table: table.api_name.clone(),
+                        column: key.column.clone(),
+                    });
+                }
+                columns.push(key.column.clone());
+                values.push(Value::from_json(&value));
             }
             TableEntry::Condition { key, .. }
             | TableEntry::RefCondition { key, .. }

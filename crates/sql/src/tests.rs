@@ -53,6 +53,7 @@ fn plan(body: &str) -> apijet_plan::query::Select {
         global_role: None,
         global_explain: false,
         subqueries: None,
+        trusted: false,
     };
     let p = TablePlan::new(t, &ctx).expect("plan");
     p.select(&mut |_| None).expect("select").expect("exists")
