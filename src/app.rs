@@ -6,8 +6,9 @@ use apijet_auth::TokenKey;
 use apijet_core::Method;
 use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
+use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::read::{read, ReadEnv};
-use apijet_exec::write::{write, WriteEnv};
+use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, ExistenceCheck, RequestRules};
@@ -43,7 +44,7 @@ pub struct Snapshot {
 
 /// What every request shares; built once at start-up.
 pub struct AppState {
-    pub backend: Backend,
+    pub backend: Arc<Backend>,
     pub dialect: Box<dyn Dialect>,
     snapshot: ArcSwap<Snapshot>,
     pub options: PlanOptions,
@@ -54,6 +55,8 @@ pub struct AppState {
     pub ids: IdGenerator,
     /// Most rows in one batch write.
     pub max_batch: usize,
+    /// Group commit of single-row inserts, when on.
+    queue: Option<WriteQueue>,
 }
 
 /// Prints start-up warnings without flooding: a demo database names many absent tables.
@@ -97,8 +100,18 @@ impl AppState {
             }
         };
         let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
+        let backend = Arc::new(backend);
         Ok(AppState {
             dialect: backend.dialect(),
+            queue: cfg.write_queue.then(|| {
+                WriteQueue::new(
+                    Arc::clone(&backend),
+                    QueueConfig {
+                        max_rows: cfg.write_queue_rows.max(1),
+                        max_wait: Duration::from_micros(cfg.write_queue_us),
+                    },
+                )
+            }),
             backend,
             snapshot: ArcSwap::from_pointee(snapshot),
             options: PlanOptions {
@@ -170,6 +183,16 @@ impl AppState {
             Method::Post | Method::Put | Method::Delete => {
                 let verified = verify(method, map, &snapshot.rules)?;
                 let req = Request::from_map(verified.request)?;
+                let queued = match method {
+                    Method::Post => {
+                        self.queued(&req, &verified.checks, visitor, &snapshot)
+                            .await?
+                    }
+                    _ => None,
+                };
+                if let Some(answer) = queued {
+                    return Ok(Answer::Json(success(answer, req.format)));
+                }
                 let results = self
                     .write(&req, &verified.checks, method, visitor, &snapshot)
                     .await?;
@@ -234,6 +257,37 @@ impl AppState {
             trusted: false,
         };
         Ok(write(req, checks, &env).await?)
+    }
+
+    /// A single-row POST goes through the write queue when it is on.
+    async fn queued(
+        &self,
+        req: &Request,
+        checks: &[ExistenceCheck],
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+    ) -> Result<Option<Map<String, Json>>, ApiError> {
+        let Some(queue) = &self.queue else {
+            return Ok(None);
+        };
+        let env = WriteEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            options: &self.options,
+            method: Method::Post,
+            visitor,
+            ids: &self.ids,
+            max_insert_rows: self.max_batch,
+            trusted: false,
+        };
+        let Some((key, insert, id)) = single_insert(req, checks, &env)? else {
+            return Ok(None);
+        };
+        queue.insert(insert).await?;
+        let mut out = Map::new();
+        out.insert(key, Json::Object(single_insert_answer(id)));
+        Ok(Some(out))
     }
 
     /// `/crud`: each object runs as the method its root declaration gives it (`@post`,

@@ -35,6 +35,12 @@ pub struct Config {
     pub admins: Vec<i64>,
     /// Most rows in one batch write (`Table[]` items, `id{}` lists); the reference allows 10.
     pub max_batch: usize,
+    /// Group commit of concurrent single-row POSTs.
+    pub write_queue: bool,
+    /// A group commit flushes at this many rows…
+    pub write_queue_rows: usize,
+    /// …or this many microseconds after its first row.
+    pub write_queue_us: u64,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -55,6 +61,9 @@ pub struct Partial {
     token_ttl_secs: Option<u64>,
     admins: Option<Vec<i64>>,
     max_batch: Option<usize>,
+    write_queue: Option<bool>,
+    write_queue_rows: Option<usize>,
+    write_queue_us: Option<u64>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -77,6 +86,9 @@ impl Default for Config {
             token_ttl_secs: 86_400,
             admins: Vec::new(),
             max_batch: 1000,
+            write_queue: true,
+            write_queue_rows: 64,
+            write_queue_us: 2000,
         }
     }
 }
@@ -99,7 +111,10 @@ impl Config {
             pool_size,
             token_ttl_secs,
             admins,
-            max_batch
+            max_batch,
+            write_queue,
+            write_queue_rows,
+            write_queue_us
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -161,6 +176,9 @@ fn from_env() -> Result<Partial, String> {
         token_secret: var("APIJET_TOKEN_SECRET")?,
         token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,
         max_batch: var("APIJET_MAX_BATCH")?,
+        write_queue: var("APIJET_WRITE_QUEUE")?,
+        write_queue_rows: var("APIJET_WRITE_QUEUE_ROWS")?,
+        write_queue_us: var("APIJET_WRITE_QUEUE_US")?,
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')

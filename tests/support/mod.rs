@@ -316,6 +316,12 @@ impl Server {
         }
     }
 
+    /// SIGKILL: the process gets no chance to finish anything.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The exit status when the process has ended.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()

@@ -210,6 +210,47 @@ async fn write_in(
     Ok(out)
 }
 
+/// A request the write queue can take instead: one object inserted as one row, with no
+/// UNIQUE/EXIST check, reference or function to run after it. Its validations run here.
+pub fn single_insert(
+    req: &Request,
+    checks: &[ExistenceCheck],
+    env: &WriteEnv<'_>,
+) -> Result<Option<(String, apijet_plan::query::Insert, Option<Json>)>, ExecError> {
+    if env.method != Method::Post || !checks.is_empty() || req.global("explain").is_some() {
+        return Ok(None);
+    }
+    let [m] = req.root.members.as_slice() else {
+        return Ok(None);
+    };
+    let Node::Table(t) = &m.node else {
+        return Ok(None);
+    };
+    let simple = t.entries.iter().all(|e| match e {
+        TableEntry::Function { key, .. } => key.ends_with("-()"),
+        TableEntry::RefCondition { .. } | TableEntry::SubqueryCondition { .. } => false,
+        _ => true,
+    });
+    if !simple {
+        return Ok(None);
+    }
+    before(t, env)?;
+    let ctx = ctx(env, req);
+    let mut next_id = || env.ids.next();
+    let (plan, row) = write::insert_row(t, &ctx, &mut next_id, &mut |_| None)?;
+    let id = row.id.clone();
+    Ok(Some((m.key.clone(), write::insert(&plan, &[row]), id)))
+}
+
+/// The answer of a queued insert, shaped like any other.
+pub fn single_insert_answer(id: Option<Json>) -> Map<String, Json> {
+    let mut answer = success(1);
+    if let Some(id) = id {
+        answer.insert("id".into(), id);
+    }
+    answer
+}
+
 fn batch_table(key: &str) -> Result<TableKey, ExecError> {
     let name = key.trim_end_matches("[]");
     TableKey::parse(name)
