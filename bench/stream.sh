@@ -162,7 +162,7 @@ stop_sampler() {
 stop_apijet() {
   if [ -n "$APIJET_PID" ]; then
     if kill -0 "$APIJET_PID" 2>/dev/null; then
-      kill -INT "$APIJET_PID" 2>/dev/null || true
+      kill -TERM "$APIJET_PID" 2>/dev/null || true
       local i=0
       while kill -0 "$APIJET_PID" 2>/dev/null && [ $i -lt 50 ]; do
         sleep 0.1

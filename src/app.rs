@@ -27,6 +27,8 @@ use tokio::sync::mpsc;
 pub enum Answer {
     /// The whole answer.
     Json(Json),
+    /// The whole answer of a read, with the number of statements it ran.
+    Counted(Json, usize),
     /// Chunks of a streamed list; the first one decides between data and an error envelope.
     Stream(mpsc::Receiver<Chunk>),
 }
@@ -233,8 +235,11 @@ impl AppState {
             });
             return Ok(Answer::Stream(rx));
         }
-        let results = read(&req, &env).await?;
-        Ok(Answer::Json(success(results, req.format)))
+        let outcome = read(&req, &env).await?;
+        Ok(Answer::Counted(
+            success(outcome.results, req.format),
+            outcome.statements,
+        ))
     }
 
     async fn write(
@@ -339,7 +344,7 @@ impl AppState {
                 method,
                 visitor,
             };
-            let mut results = read(&req, &env).await?;
+            let mut results = read(&req, &env).await?.results;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));
             }

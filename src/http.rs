@@ -36,6 +36,12 @@ fn json_response(v: &serde_json::Value) -> Response {
 async fn send(state: &AppState, answer: Answer) -> Response {
     let mut rx = match answer {
         Answer::Json(v) => return json_response(&v),
+        Answer::Counted(v, statements) => {
+            let mut r = json_response(&v);
+            r.headers_mut()
+                .insert("x-apijet-statements", HeaderValue::from(statements));
+            return r;
+        }
         Answer::Stream(rx) => rx,
     };
     let first = match rx.recv().await {

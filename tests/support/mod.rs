@@ -384,9 +384,19 @@ impl Drop for Server {
 pub struct Reply {
     pub status: u16,
     pub text: String,
+    /// Response headers, names in lower case.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
+    /// The value of a response header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The body parsed as JSON (keys keep their order).
     pub fn json(&self) -> Result<Value, String> {
         serde_json::from_str(&self.text).map_err(|e| {
@@ -509,13 +519,27 @@ impl Client {
             }
         }
         let status = res.status().as_u16();
+        let headers = res
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    v.to_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
         let text = res
             .body_mut()
             .with_config()
             .limit(256 * 1024 * 1024)
             .read_to_string()
             .map_err(|e| format!("{method} {path}: reading the answer: {e}"))?;
-        Ok(Reply { status, text })
+        Ok(Reply {
+            status,
+            text,
+            headers,
+        })
     }
 
     fn store_cookie(&mut self, set_cookie: &str) {

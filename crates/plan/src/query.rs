@@ -73,6 +73,13 @@ pub enum Expr {
     },
     /// `CAST(expr AS type)` with a type from the allow-list.
     Cast(Box<Expr>, CastType),
+    /// `row_number() OVER (PARTITION BY … ORDER BY …)`: pages of many parents in one query.
+    RowNumber {
+        /// PARTITION BY.
+        partition: Vec<Expr>,
+        /// ORDER BY inside the window.
+        order: Vec<OrderItem>,
+    },
 }
 
 /// Arithmetic operators allowed in `{}` expressions.
@@ -291,6 +298,97 @@ impl Select {
             group: Vec::new(),
             having: None,
             order: Vec::new(),
+            limit: None,
+            offset: 0,
+        }
+    }
+
+    /// The rows of many parents at once, `count` per parent from page `page`: the nested array
+    /// of every item of a list in one statement instead of one per item. `partition` names the
+    /// columns (output names) that tell the parents apart; the answer is ordered by them, then
+    /// by the row's rank within its parent.
+    ///
+    /// Without an order of its own, rows rank by `key_order` (the table's primary key, already
+    /// checked against the schema): the order in which MySQL's per-parent index lookups return
+    /// them, and a stable one on every engine.
+    pub fn per_parent_page(
+        self,
+        partition: &[String],
+        count: u64,
+        page: u64,
+        key_order: Option<&str>,
+    ) -> Select {
+        let rank = Ident::new("__rank");
+        let mut inner = self;
+        if let (true, Some(key)) = (inner.order.is_empty(), key_order) {
+            inner.order.push(OrderItem::By(
+                Expr::Column {
+                    table: Some(inner.alias.clone()),
+                    name: Ident::new(key),
+                    kind: crate::schema::ColumnKind::Int,
+                },
+                Direction::Asc,
+            ));
+        }
+        let part: Vec<Expr> = partition
+            .iter()
+            .filter_map(|p| {
+                inner
+                    .columns
+                    .iter()
+                    .find(|c| c.alias.as_str() == p)
+                    .map(|c| c.expr.clone())
+            })
+            .collect();
+        inner.columns.push(SelectItem {
+            expr: Expr::RowNumber {
+                partition: part,
+                order: std::mem::take(&mut inner.order),
+            },
+            alias: rank.clone(),
+        });
+        inner.limit = None;
+        inner.offset = 0;
+        let t = Ident::new("t");
+        let col = |name: &Ident| Expr::Column {
+            table: Some(t.clone()),
+            name: name.clone(),
+            kind: crate::schema::ColumnKind::Other,
+        };
+        let columns: Vec<SelectItem> = inner
+            .columns
+            .iter()
+            .map(|c| SelectItem {
+                expr: col(&c.alias),
+                alias: c.alias.clone(),
+            })
+            .collect();
+        let mut order: Vec<OrderItem> = partition
+            .iter()
+            .map(|p| OrderItem::By(col(&Ident::new(p.clone())), Direction::Default))
+            .collect();
+        order.push(OrderItem::By(col(&rank), Direction::Asc));
+        Select {
+            distinct: false,
+            columns,
+            source: Source::Select(Box::new(inner)),
+            alias: t.clone(),
+            joins: Vec::new(),
+            filter: Some(Pred::And(vec![
+                Pred::Cmp(
+                    col(&rank),
+                    CmpOp::Gt,
+                    Expr::Value(Value::Int((page * count) as i64)),
+                ),
+                Pred::Cmp(
+                    col(&rank),
+                    CmpOp::Le,
+                    Expr::Value(Value::Int(((page + 1) * count) as i64)),
+                ),
+            ])),
+            group: Vec::new(),
+            having: None,
+            order,
             limit: None,
             offset: 0,
         }

@@ -181,25 +181,7 @@ impl Writer<'_> {
             out.push_str(" HAVING ");
             self.pred(h, out);
         }
-        if !s.order.is_empty() {
-            out.push_str(" ORDER BY ");
-            for (i, o) in s.order.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                match o {
-                    OrderItem::Random => out.push_str(self.d.random()),
-                    OrderItem::By(e, dir) => {
-                        self.expr(e, out);
-                        out.push_str(match dir {
-                            Direction::Asc => " ASC",
-                            Direction::Desc => " DESC",
-                            Direction::Default => "",
-                        });
-                    }
-                }
-            }
-        }
+        self.order_by(&s.order, out);
         if let Some(limit) = s.limit {
             out.push_str(" LIMIT ");
             out.push_str(&limit.to_string());
@@ -207,6 +189,29 @@ impl Writer<'_> {
         if s.offset > 0 {
             out.push_str(" OFFSET ");
             out.push_str(&s.offset.to_string());
+        }
+    }
+
+    fn order_by(&mut self, order: &[OrderItem], out: &mut String) {
+        if order.is_empty() {
+            return;
+        }
+        out.push_str(" ORDER BY ");
+        for (i, o) in order.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            match o {
+                OrderItem::Random => out.push_str(self.d.random()),
+                OrderItem::By(e, dir) => {
+                    self.expr(e, out);
+                    out.push_str(match dir {
+                        Direction::Asc => " ASC",
+                        Direction::Desc => " DESC",
+                        Direction::Default => "",
+                    });
+                }
+            }
         }
     }
 
@@ -301,6 +306,20 @@ impl Writer<'_> {
                     ArithOp::Mod => " % ",
                 });
                 self.expr(rhs, out);
+                out.push(')');
+            }
+            Expr::RowNumber { partition, order } => {
+                out.push_str("row_number() OVER (");
+                if !partition.is_empty() {
+                    out.push_str("PARTITION BY ");
+                    for (i, p) in partition.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        self.expr(p, out);
+                    }
+                }
+                self.order_by(order, out);
                 out.push(')');
             }
             Expr::Cast(inner, t) => {

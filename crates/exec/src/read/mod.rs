@@ -5,6 +5,8 @@
 //! reference is resolved against those paths, with array indices filled in for the item being
 //! built. The first-child rule (§6.4) stops a container whose first object or array is empty.
 
+mod batch;
+
 use crate::backend::Backend;
 use crate::functions;
 use crate::sink::CollectSink;
@@ -46,6 +48,8 @@ struct Reader<'a> {
     results: HashMap<String, Json>,
     scopes: Vec<(String, usize)>,
     subqueries: HashMap<String, Select>,
+    /// Statements run so far for this request (the benchmark's proof of one per level).
+    statements: std::sync::atomic::AtomicUsize,
     /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
     /// reference fills from the joined row without a statement of their own.
     quiet_explain: Vec<String>,
@@ -96,8 +100,16 @@ fn with_pre_functions(
     }))
 }
 
-/// Runs a GET/HEAD request and returns the result members in request order.
-pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Map<String, Json>, ExecError> {
+/// What a read produced.
+pub struct Outcome {
+    /// The answered members, in request order.
+    pub results: Map<String, Json>,
+    /// How many statements it ran.
+    pub statements: usize,
+}
+
+/// Runs a GET/HEAD request.
+pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
     let mut reader = Reader {
         env,
         global_role: req.global("role"),
@@ -109,12 +121,16 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Map<String, Json>,
         scopes: Vec::new(),
         subqueries: HashMap::new(),
         quiet_explain: Vec::new(),
+        statements: Default::default(),
     };
     let mut out = Map::new();
     reader
         .container(&req.root.members, "", &mut out, 1, true)
         .await?;
-    Ok(out)
+    Ok(Outcome {
+        results: out,
+        statements: reader.statements.into_inner(),
+    })
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -220,6 +236,8 @@ impl<'a> Reader<'a> {
         json: &[String],
     ) -> Result<Vec<Map<String, Json>>, ExecError> {
         let mut sink = CollectSink::new(json);
+        self.statements
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.env.backend.fetch(stmt, &mut sink).await?;
         Ok(sink.rows)
     }
@@ -585,56 +603,63 @@ impl<'a> Reader<'a> {
         let mut items = Vec::with_capacity(rows.len());
         let quiet_before = self.quiet_explain.len();
         self.quiet_explain.extend(quiet);
+        // First every item's main object, then each other member for all items at once where
+        // one statement can serve them (see `batch`), then the items in member order.
+        let mut mains = Vec::with_capacity(rows.len());
         for (i, row) in rows.into_iter().enumerate() {
-            let item_path = format!("{arr_path}/{i}");
+            let main_path = join(&format!("{arr_path}/{i}"), &main_member.key);
             self.scopes.push((arr_path.clone(), i));
-            let main_path = join(&item_path, &main_member.key);
-            let result = self
-                .finish_object(
-                    main,
-                    &plan,
-                    row,
-                    &stmt,
-                    Site {
-                        path: &main_path,
-                        depth: depth + 1,
-                        explain: plan.explain && i == 0,
-                    },
-                )
-                .await;
-            let main_obj = match result {
-                Ok(o) => o,
-                Err(e) => {
-                    self.scopes.pop();
-                    return Err(e);
-                }
+            let site = Site {
+                path: &main_path,
+                depth: depth + 1,
+                explain: plan.explain && i == 0,
             };
-            let item = if let Some(table) = &a.key.table {
-                let _ = table;
-                if a.key.extract.is_empty() {
-                    Json::Object(main_obj)
-                } else {
-                    let mut v = Json::Object(main_obj);
-                    for seg in &a.key.extract {
-                        v = v.get(seg).cloned().unwrap_or(Json::Null);
-                    }
-                    v
+            let result = self.finish_object(main, &plan, row, &stmt, site).await;
+            self.scopes.pop();
+            mains.push(result?);
+        }
+        if a.key.table.is_some() {
+            for main_obj in mains {
+                let mut v = Json::Object(main_obj);
+                for seg in &a.key.extract {
+                    v = v.get(seg).cloned().unwrap_or(Json::Null);
                 }
-            } else {
+                if !v.is_null() {
+                    items.push(v);
+                }
+            }
+        } else {
+            let batched = self
+                .batch_members(&item_members, &main_member.key, &arr_path, &mains)
+                .await?;
+            for (i, main_obj) in mains.into_iter().enumerate() {
+                let item_path = format!("{arr_path}/{i}");
                 let mut item_out = Map::new();
                 item_out.insert(main_member.key.clone(), Json::Object(main_obj));
-                let r = self
-                    .container(&item_members, &item_path, &mut item_out, depth + 1, false)
-                    .await;
-                if let Err(e) = r {
-                    self.scopes.pop();
-                    return Err(e);
+                self.scopes.push((arr_path.clone(), i));
+                for (m, member) in item_members.iter().enumerate() {
+                    let r = match batched.get(m).and_then(Option::as_ref) {
+                        Some(values) => {
+                            if let Some(v) = values.get(i).cloned().flatten() {
+                                self.results
+                                    .insert(join(&item_path, &member.key), v.clone());
+                                item_out.insert(member.key.clone(), v);
+                            }
+                            Ok(true)
+                        }
+                        None => {
+                            let one = std::slice::from_ref(member);
+                            self.container(one, &item_path, &mut item_out, depth + 1, false)
+                                .await
+                        }
+                    };
+                    if let Err(e) = r {
+                        self.scopes.pop();
+                        return Err(e);
+                    }
                 }
-                Json::Object(item_out)
-            };
-            self.scopes.pop();
-            if !item.is_null() {
-                items.push(item);
+                self.scopes.pop();
+                items.push(Json::Object(item_out));
             }
         }
         self.quiet_explain.truncate(quiet_before);

@@ -1,0 +1,337 @@
+//! One statement per nesting level instead of one per item.
+//!
+//! A list of N moments, each with its author (`"User": {"id@": "/Moment/userId"}`) and its
+//! first comments (`"Comment[]": {"count": 5, "Comment": {"momentId@": "[]/Moment/id"}}`),
+//! would cost 1 + 2N statements item by item, as the reference runs it. When a member of the
+//! item refers only to the item's main object by equality, its rows for every item come from
+//! one statement instead: `id IN (…all authors…)` for an object, and for a nested list a
+//! `row_number() OVER (PARTITION BY momentId …)` window that keeps exactly `count` rows per
+//! parent from page `page`. The rows are then handed back to their items. Anything else
+//! (functions, children, aggregates, joins, totals) keeps the item-by-item path.
+
+use super::Reader;
+use crate::ExecError;
+use apijet_plan::array::{self, QueryMode};
+use apijet_plan::TablePlan;
+use apijet_request::{ArrayObject, ConditionKey, Logic, Member, Node, Op, TableEntry, TableObject};
+use apijet_sql::render;
+use serde_json::{Map, Value as Json};
+
+/// A reference of a member to its item's main object: `vice = main`.
+struct Link {
+    vice: String,
+    main: String,
+}
+
+/// The rows of one member for every item, or `None` when the member must run item by item.
+pub(super) type PerItem = Option<Vec<Option<Json>>>;
+
+/// The array path as the client writes it: without item indices (`[]/0/Comment[]` → `[]/Comment[]`).
+fn template(path: &str) -> String {
+    path.split('/')
+        .filter(|s| s.parse::<usize>().is_err())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The links of `t`, when every reference of it is `column@: <main>/<column>` by equality and
+/// nothing else in it needs per-item work.
+fn links(t: &TableObject, main_key: &str, paths: &[String]) -> Option<Vec<Link>> {
+    let mut out = Vec::new();
+    for e in &t.entries {
+        match e {
+            TableEntry::RefCondition { key, path } => {
+                if key.op != Op::Eq || key.logic != Logic::Default || key.length.is_some() {
+                    return None;
+                }
+                let main = paths.iter().find_map(|p| path.strip_prefix(p.as_str()))?;
+                let main = main.strip_prefix(main_key)?.strip_prefix('/')?;
+                if main.contains('/') {
+                    return None;
+                }
+                out.push(Link {
+                    vice: key.column.clone(),
+                    main: main.to_string(),
+                });
+            }
+            TableEntry::Child(_) | TableEntry::Function { .. } | TableEntry::FromSubquery(_) => {
+                return None
+            }
+            _ => {}
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `t` with its references replaced by `IN (every item's value)`, and the linked columns added
+/// to `@column` when missing (they are taken out of the answers again).
+fn in_object(
+    t: &TableObject,
+    links: &[Link],
+    values: &[Vec<Json>],
+) -> Result<(TableObject, Vec<String>), ExecError> {
+    let mut entries = Vec::with_capacity(t.entries.len());
+    let mut added = Vec::new();
+    for e in &t.entries {
+        match e {
+            TableEntry::RefCondition { key, .. } => {
+                let i = links.iter().position(|l| l.vice == key.column).unwrap_or(0);
+                let mut distinct: Vec<Json> = Vec::new();
+                for v in &values[i] {
+                    if !distinct.contains(v) {
+                        distinct.push(v.clone());
+                    }
+                }
+                let key = ConditionKey::parse(&format!("{}{{}}", key.column))
+                    .map_err(|e| ExecError::Invalid(e.to_string()))?;
+                entries.push(TableEntry::Condition {
+                    key,
+                    value: Json::Array(distinct),
+                });
+            }
+            TableEntry::Keyword { name, value } if name == "column" => {
+                let mut text = value.as_str().unwrap_or_default().to_string();
+                for l in links {
+                    let listed = text.split([',', ';']).any(|item| item.trim() == l.vice);
+                    if !listed && !added.contains(&l.vice) {
+                        text.push(if text.contains(';') { ';' } else { ',' });
+                        text.push_str(&l.vice);
+                        added.push(l.vice.clone());
+                    }
+                }
+                entries.push(TableEntry::Keyword {
+                    name: name.clone(),
+                    value: Json::String(text),
+                });
+            }
+            other => entries.push(other.clone()),
+        }
+    }
+    Ok((
+        TableObject {
+            key: t.key.clone(),
+            entries,
+        },
+        added,
+    ))
+}
+
+fn same(a: &Json, b: &Json) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => match (a, b) {
+            (Json::String(s), other) | (other, Json::String(s)) if other.is_number() => {
+                s == &other.to_string()
+            }
+            _ => a == b,
+        },
+    }
+}
+
+fn matches(row: &Map<String, Json>, links: &[Link], main: &Map<String, Json>) -> bool {
+    links
+        .iter()
+        .all(|l| match (row.get(&l.vice), main.get(&l.main)) {
+            (Some(a), Some(b)) => same(a, b),
+            _ => false,
+        })
+}
+
+fn strip(
+    mut row: Map<String, Json>,
+    added: &[String],
+    echoes: &[(String, Json)],
+) -> Map<String, Json> {
+    for a in added {
+        row.remove(a);
+    }
+    row.remove("__rank");
+    for (k, v) in echoes {
+        row.insert(k.clone(), v.clone());
+    }
+    row
+}
+
+impl Reader<'_> {
+    /// For each member of an array item, its rows for every item when one statement can give
+    /// them (see the module comment).
+    pub(super) async fn batch_members(
+        &mut self,
+        members: &[Member],
+        main_key: &str,
+        arr_path: &str,
+        mains: &[Map<String, Json>],
+    ) -> Result<Vec<PerItem>, ExecError> {
+        let mut out = Vec::with_capacity(members.len());
+        for m in members {
+            let per_item = match &m.node {
+                Node::Table(t) => {
+                    let paths = [format!("/{}", ""), format!("{}/", template(arr_path))];
+                    self.batch_table(t, main_key, &paths, mains).await?
+                }
+                Node::Array(a) => {
+                    self.batch_array(a, &m.key, main_key, arr_path, mains)
+                        .await?
+                }
+                _ => None,
+            };
+            out.push(per_item);
+        }
+        Ok(out)
+    }
+
+    /// Values of the linked main columns per item; `None` for an item missing one.
+    fn link_values(links: &[Link], mains: &[Map<String, Json>]) -> (Vec<Vec<Json>>, Vec<bool>) {
+        let mut values = vec![Vec::new(); links.len()];
+        let mut present = Vec::with_capacity(mains.len());
+        for main in mains {
+            let vals: Vec<Option<&Json>> = links
+                .iter()
+                .map(|l| main.get(&l.main).filter(|v| !v.is_null()))
+                .collect();
+            let ok = vals.iter().all(Option::is_some);
+            present.push(ok);
+            if ok {
+                for (i, v) in vals.into_iter().enumerate() {
+                    values[i].extend(v.cloned());
+                }
+            }
+        }
+        (values, present)
+    }
+
+    async fn batch_table(
+        &mut self,
+        t: &TableObject,
+        main_key: &str,
+        paths: &[String],
+        mains: &[Map<String, Json>],
+    ) -> Result<PerItem, ExecError> {
+        let Some(links) = links(t, main_key, paths) else {
+            return Ok(None);
+        };
+        let probe = TablePlan::new(t, &self.ctx())?;
+        if probe.explain
+            || probe.drop
+            || probe.aggregate
+            || !probe.group.is_empty()
+            || self.env.method.is_count()
+        {
+            return Ok(None);
+        }
+        let (values, present) = Self::link_values(&links, mains);
+        if values.iter().any(Vec::is_empty) {
+            return Ok(Some(vec![None; mains.len()]));
+        }
+        let (obj, added) = in_object(t, &links, &values)?;
+        let plan = TablePlan::new(&obj, &self.ctx())?;
+        let Some(select) = plan.select(&mut |_| None)? else {
+            return Ok(Some(vec![None; mains.len()]));
+        };
+        let rows = self
+            .rows(&render(self.env.dialect, &select), &plan.json_outputs)
+            .await?;
+        Ok(Some(
+            mains
+                .iter()
+                .zip(present)
+                .map(|(main, ok)| {
+                    let row = rows.iter().find(|r| ok && matches(r, &links, main))?;
+                    Some(Json::Object(strip(row.clone(), &added, &plan.echoes)))
+                })
+                .collect(),
+        ))
+    }
+
+    async fn batch_array(
+        &mut self,
+        a: &ArrayObject,
+        key: &str,
+        main_key: &str,
+        arr_path: &str,
+        mains: &[Map<String, Json>],
+    ) -> Result<PerItem, ExecError> {
+        let [item] = a.items.members.as_slice() else {
+            return Ok(None);
+        };
+        let Node::Table(t) = &item.node else {
+            return Ok(None);
+        };
+        if a.join.is_some()
+            || !matches!(
+                self.env.method,
+                apijet_core::Method::Get | apijet_core::Method::Gets
+            )
+        {
+            return Ok(None);
+        }
+        let opts = self.env.options;
+        let paging = array::paging(
+            a,
+            &format!("{arr_path}/{key}"),
+            opts.max_count,
+            opts.max_page,
+        )?;
+        if paging.mode != QueryMode::Rows {
+            return Ok(None);
+        }
+        // A nested list's main table refers outward by absolute path only.
+        let paths = [format!("{}/", template(arr_path))];
+        let Some(links) = links(t, main_key, &paths) else {
+            return Ok(None);
+        };
+        let probe = TablePlan::new(t, &self.ctx())?;
+        if probe.explain
+            || probe.drop
+            || probe.aggregate
+            || !probe.group.is_empty()
+            || probe.distinct
+        {
+            return Ok(None);
+        }
+        let (values, present) = Self::link_values(&links, mains);
+        if values.iter().any(Vec::is_empty) {
+            return Ok(Some(vec![None; mains.len()]));
+        }
+        let (obj, added) = in_object(t, &links, &values)?;
+        let plan = TablePlan::new(&obj, &self.ctx())?;
+        let Some(select) = plan.select(&mut |_| None)? else {
+            return Ok(Some(vec![None; mains.len()]));
+        };
+        let partition: Vec<String> = links.iter().map(|l| l.vice.clone()).collect();
+        let key_order = plan.table.column("id").map(|c| c.name.as_str());
+        let windowed = select.per_parent_page(&partition, paging.count, paging.page, key_order);
+        let rows = self
+            .rows(&render(self.env.dialect, &windowed), &plan.json_outputs)
+            .await?;
+        let unwrapped = a.key.table.is_some();
+        Ok(Some(
+            mains
+                .iter()
+                .zip(present)
+                .map(|(main, ok)| {
+                    if !ok {
+                        return None;
+                    }
+                    let items: Vec<Json> = rows
+                        .iter()
+                        .filter(|r| matches(r, &links, main))
+                        .map(|r| {
+                            let obj = Json::Object(strip(r.clone(), &added, &plan.echoes));
+                            if !unwrapped {
+                                let mut wrapped = Map::new();
+                                wrapped.insert(item.key.clone(), obj);
+                                return Json::Object(wrapped);
+                            }
+                            a.key
+                                .extract
+                                .iter()
+                                .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
+                        })
+                        .collect();
+                    (!items.is_empty()).then_some(Json::Array(items))
+                })
+                .collect(),
+        ))
+    }
+}
