@@ -25,7 +25,8 @@
 #   bench/stream.sh postgres             # one engine: postgres | mariadb
 #   BENCH_ROWS="10000 100000" BENCH_REPEAT=5 bench/stream.sh
 #   APIJET_BIN=/path/to/apijet bench/stream.sh     # skip `cargo build --release`
-#   Takes a few minutes on 2 cores (row generation ~1 min per engine).
+#   Takes about 3 minutes on 2 cores (row generation 10-20 s per engine). Other work on the
+#   machine skews the times: the 1-minute load average is logged and kept in the JSON.
 #
 # What it prints
 #   Progress on stderr; on stdout one table per engine:
@@ -109,12 +110,14 @@ db_install_missing "$want_pg" "$want_my" || die "database packages missing"
 
 mkdir -p "$ROOT/bench/out"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 OUT=$ROOT/bench/out/stream-$STAMP.jsonl
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git status --porcelain -- crates src Cargo.toml Cargo.lock 2>/dev/null)" ] && echo true || echo false)
 
 # ---------------------------------------------------------------- helpers
 now() { printf '%s' "$EPOCHREALTIME"; }
+loadavg() { local one _; read -r one _ </proc/loadavg; printf '%s' "$one"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", b - a }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.4f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 max_of() { printf '%s\n' "$@" | sort -g | tail -n 1; }
@@ -454,6 +457,7 @@ run_engine() {
   start_apijet "$engine"
 
   local table row n r overheads=()
+  log "$engine: load average $(loadavg) on $(nproc) CPUs before the runs"
   table=$(printf '%-8s | %9s | %8s | %12s | %10s | %5s | %19s | %12s | %11s' \
     engine rows 'apijet s' 'first byte s' 'baseline s' ratio 'apijet peak RSS MiB' 'idle RSS MiB' bytes)
   table+=$'\n'$(printf '%s' "$table" | tr -c '|\n' '-')
@@ -494,8 +498,8 @@ run_engine() {
     row=$(printf '%-8s | %9s | %8.3f | %12.3f | %10.3f | %5s | %19s | %12s | %11s' \
       "$engine" "$n" "$t_med" "$f_med" "$b_med" "$ratio" "$(mib "$peak")" "$(mib "$IDLE_KB")" "$VERIFY_BYTES")
     table+=$'\n'$row
-    printf '{"date":"%s","commit":"%s","dirty":%s,"cpus":%s,"engine":"%s","server_version":"%s","rows":%s,"repeat":%s,"apijet_s":%s,"first_byte_s":%s,"apijet_wall_s":%s,"baseline_s":%s,"baseline_limit0_s":%s,"ratio":%s,"peak_rss_mib":%s,"hwm_rss_mib":%s,"idle_rss_mib":%s,"bytes":%s,"baseline_bytes":%s,"apijet_s_runs":%s,"first_byte_s_runs":%s,"baseline_s_runs":%s,"peak_rss_kb_runs":%s,"hwm_rss_kb_runs":%s}\n' \
-      "$STAMP" "$COMMIT" "$DIRTY" "$(nproc)" "$engine" "$ver" "$n" "$REPEAT" "$t_med" "$f_med" "$w_med" "$b_med" "$z_med" "$ratio" \
+    printf '{"date":"%s","loadavg":%s,"commit":"%s","dirty":%s,"cpus":%s,"engine":"%s","server_version":"%s","rows":%s,"repeat":%s,"apijet_s":%s,"first_byte_s":%s,"apijet_wall_s":%s,"baseline_s":%s,"baseline_limit0_s":%s,"ratio":%s,"peak_rss_mib":%s,"hwm_rss_mib":%s,"idle_rss_mib":%s,"bytes":%s,"baseline_bytes":%s,"apijet_s_runs":%s,"first_byte_s_runs":%s,"baseline_s_runs":%s,"peak_rss_kb_runs":%s,"hwm_rss_kb_runs":%s}\n' \
+      "$STARTED" "$(loadavg)" "$COMMIT" "$DIRTY" "$(nproc)" "$engine" "$ver" "$n" "$REPEAT" "$t_med" "$f_med" "$w_med" "$b_med" "$z_med" "$ratio" \
       "$(mib "$peak")" "$(mib "$hwm")" "$(mib "$IDLE_KB")" "$VERIFY_BYTES" "$bbytes" \
       "$(json_list "${totals[@]}")" "$(json_list "${firsts[@]}")" "$(json_list "${bases[@]}")" \
       "$(json_list "${peaks[@]}")" "$(json_list "${hwms[@]}")" >>"$OUT"

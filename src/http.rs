@@ -63,7 +63,10 @@ async fn send(state: &AppState, answer: Answer) -> Response {
             None => None,
         }
     });
-    let body = stream::iter([Ok::<_, std::io::Error>(first)]).chain(rest);
+    // Fused: compression layers poll a body again after its end, which `unfold` forbids.
+    let body = stream::iter([Ok::<_, std::io::Error>(first)])
+        .chain(rest)
+        .fuse();
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
@@ -128,7 +131,44 @@ async fn call_in_url(
         body: json.as_bytes(),
         visitor,
     };
-    send(&s, s.answer(call).await).await
+    let answer = s.answer(call).await;
+    // A browser or proxy revalidating a GET gets 304 when the data has not changed; `time`
+    // changes on every answer, so it is left out of the tag.
+    let tag = match &answer {
+        Answer::Json(v) | Answer::Counted(v, _) => etag(v),
+        Answer::Stream(_) => None,
+    };
+    if let Some(tag) = &tag {
+        let matches = headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+        if matches {
+            let mut r = StatusCode::NOT_MODIFIED.into_response();
+            if let Ok(v) = HeaderValue::from_str(tag) {
+                r.headers_mut().insert(header::ETAG, v);
+            }
+            return r;
+        }
+    }
+    let mut r = send(&s, answer).await;
+    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// A strong validator for a successful answer: a hash of it without `time`.
+fn etag(answer: &serde_json::Value) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    let mut m = answer.as_object()?.clone();
+    if m.get("code").and_then(serde_json::Value::as_i64) != Some(200) {
+        return None;
+    }
+    m.remove("time");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&m).ok()?.hash(&mut h);
+    Some(format!("\"{:016x}\"", h.finish()))
 }
 
 async fn login(State(s): State<Shared>, body: Bytes) -> Response {
@@ -185,6 +225,9 @@ pub fn router(state: Shared, max_body: usize) -> Router {
         .route("/{method}", post(call))
         .route("/{method}/{tag}", post(call_tag).get(call_in_url))
         .layer(DefaultBodyLimit::max(max_body))
+        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
+        // compressed chunk by chunk, so memory stays flat.
+        .layer(tower_http::compression::CompressionLayer::new())
         .with_state(state)
 }
 

@@ -373,3 +373,47 @@ fn nested_lists_cost_one_statement_per_level() {
         }
     });
 }
+
+/// A gzip-compressed streamed list arrives whole (chunked, with its last chunk), and the server
+/// keeps serving afterwards.
+#[test]
+fn compressed_streams_arrive_whole() {
+    use std::io::{Read, Write};
+    on_every_engine("compressed_streams", |engine, s| {
+        let body = r#"{"Moment[]":{"count":100,"Moment":{}}}"#;
+        let addr = s
+            .url("")
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        for encoding in ["gzip", "br", "zstd"] {
+            let mut sock = std::net::TcpStream::connect(&addr).expect("connect");
+            write!(
+                sock,
+                "POST /get HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: {encoding}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .expect("send");
+            let mut raw = Vec::new();
+            sock.read_to_end(&mut raw).expect("read");
+            let head = String::from_utf8_lossy(&raw[..raw.len().min(600)]).to_ascii_lowercase();
+            assert!(
+                head.starts_with("http/1.1 200"),
+                "{engine} {encoding}: {head}"
+            );
+            assert!(
+                head.contains(&format!("content-encoding: {encoding}")),
+                "{engine} {encoding}: {head}"
+            );
+            assert!(
+                raw.ends_with(b"0\r\n\r\n"),
+                "{engine} {encoding}: the chunked body must end with its last chunk"
+            );
+        }
+        assert_eq!(
+            get(s, json!({"User": {"id": 82001, "@column": "id"}}))["User"]["id"],
+            82001,
+            "{engine}: still serving"
+        );
+    });
+}
