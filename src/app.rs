@@ -134,6 +134,42 @@ impl AppState {
         })
     }
 
+    fn read_env<'a>(
+        &'a self,
+        method: Method,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+    ) -> ReadEnv<'a> {
+        ReadEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+        }
+    }
+
+    fn write_env<'a>(
+        &'a self,
+        method: Method,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+        trusted: bool,
+    ) -> WriteEnv<'a> {
+        WriteEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+            ids: &self.ids,
+            max_insert_rows: self.max_batch,
+            trusted,
+        }
+    }
+
     /// The current snapshot; cheap, and stable for as long as the caller holds it.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot.load_full()
@@ -203,14 +239,7 @@ impl AppState {
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
         let req = Request::from_map(map)?;
-        let env = ReadEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        };
+        let env = self.read_env(method, visitor, &snapshot);
         if let Some(list) = list_query(&req, &env)? {
             let Some(stmt) = list.statement else {
                 return Ok(Answer::Json(success(Map::new(), false)));
@@ -250,17 +279,7 @@ impl AppState {
         visitor: Option<&Visitor>,
         snapshot: &Snapshot,
     ) -> Result<Map<String, Json>, ApiError> {
-        let env = WriteEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-            ids: &self.ids,
-            max_insert_rows: self.max_batch,
-            trusted: false,
-        };
+        let env = self.write_env(method, visitor, snapshot, false);
         Ok(write(req, checks, &env).await?)
     }
 
@@ -275,17 +294,7 @@ impl AppState {
         let Some(queue) = &self.queue else {
             return Ok(None);
         };
-        let env = WriteEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method: Method::Post,
-            visitor,
-            ids: &self.ids,
-            max_insert_rows: self.max_batch,
-            trusted: false,
-        };
+        let env = self.write_env(Method::Post, visitor, snapshot, false);
         let Some((key, insert, id)) = single_insert(req, checks, &env)? else {
             return Ok(None);
         };
@@ -336,14 +345,7 @@ impl AppState {
                 self.verify(method, body, snapshot)?
             };
             let req = Request::from_map(map)?;
-            let env = ReadEnv {
-                backend: &self.backend,
-                dialect: self.dialect.as_ref(),
-                schema: &snapshot.schema,
-                options: &self.options,
-                method,
-                visitor,
-            };
+            let env = self.read_env(method, visitor, snapshot);
             let mut results = read(&req, &env).await?.results;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));
@@ -370,17 +372,7 @@ impl AppState {
         let snapshot = self.snapshot();
         let verified = verify(Method::Post, map, &snapshot.rules)?;
         let req = Request::from_map(verified.request)?;
-        let env = WriteEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method: Method::Post,
-            visitor: None,
-            ids: &self.ids,
-            max_insert_rows: self.max_batch,
-            trusted: true,
-        };
+        let env = self.write_env(Method::Post, None, &snapshot, true);
         let results = write(&req, &verified.checks, &env).await?;
         Ok(success(results, false))
     }

@@ -116,7 +116,7 @@ pub fn lookup(
     key: &str,
     value: Value,
 ) -> Result<crate::query::Select, PlanError> {
-    use crate::query::{Select, SelectItem, Source};
+    use crate::query::{Select, SelectItem};
     let col = |name: &str| {
         table
             .column(name)
@@ -137,19 +137,12 @@ pub fn lookup(
             alias: Ident::new(*c),
         });
     }
-    Ok(Select {
-        distinct: false,
-        columns: items,
-        source: Source::Table(Ident::new(table.sql_name.clone())),
-        alias: Ident::new(table.api_name.clone()),
-        joins: Vec::new(),
-        filter: Some(Pred::Cmp(col(key)?, CmpOp::Eq, Expr::Value(value))),
-        group: Vec::new(),
-        having: None,
-        order: Vec::new(),
-        limit: Some(1),
-        offset: 0,
-    })
+    Ok(Select::on_table(
+        table,
+        items,
+        Pred::Cmp(col(key)?, CmpOp::Eq, Expr::Value(value)),
+        Some(1),
+    ))
 }
 
 /// The columns a client may see of `table` (everything not starting with `_`).

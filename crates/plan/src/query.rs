@@ -282,6 +282,29 @@ pub struct Select {
 }
 
 impl Select {
+    /// `SELECT columns FROM table WHERE filter [LIMIT limit]` on one table of the schema,
+    /// unaliased: the server's own lookups (login, checks, read-modify-write).
+    pub(crate) fn on_table(
+        table: &crate::schema::Table,
+        columns: Vec<SelectItem>,
+        filter: Pred,
+        limit: Option<u64>,
+    ) -> Select {
+        Select {
+            distinct: false,
+            columns,
+            source: Source::Table(Ident::new(table.sql_name.clone())),
+            alias: Ident::new(table.sql_name.clone()),
+            joins: Vec::new(),
+            filter: Some(filter),
+            group: Vec::new(),
+            having: None,
+            order: Vec::new(),
+            limit,
+            offset: 0,
+        }
+    }
+
     /// `SELECT count(*) AS count FROM (self without paging)` — totals and compat counts.
     pub fn count_wrapped(&self) -> Select {
         let mut inner = self.clone();

@@ -400,7 +400,7 @@ pub fn existence_count(
     values: &[(String, Json)],
     exclude_id: Option<&Json>,
 ) -> Result<crate::query::Select, PlanError> {
-    use crate::query::{CmpOp, Expr, Pred, Select, SelectItem, Source};
+    use crate::query::{CmpOp, Expr, Pred, Select, SelectItem};
     let col = |name: &str| {
         table
             .column(name)
@@ -429,26 +429,15 @@ pub fn existence_count(
             Expr::Value(Value::from_json(id)),
         ));
     }
-    Ok(Select {
-        distinct: false,
-        columns: vec![SelectItem {
-            expr: Expr::Func {
-                name: "count",
-                args: vec![Expr::Star],
-                distinct: false,
-            },
-            alias: Ident::new("count"),
-        }],
-        source: Source::Table(Ident::new(table.sql_name.clone())),
-        alias: Ident::new(table.sql_name.clone()),
-        joins: Vec::new(),
-        filter: Some(Pred::And(preds)),
-        group: Vec::new(),
-        having: None,
-        order: Vec::new(),
-        limit: None,
-        offset: 0,
-    })
+    let count = SelectItem {
+        expr: Expr::Func {
+            name: "count",
+            args: vec![Expr::Star],
+            distinct: false,
+        },
+        alias: Ident::new("count"),
+    };
+    Ok(Select::on_table(table, vec![count], Pred::And(preds), None))
 }
 
 /// `SELECT column FROM table WHERE filter`: the current value of a JSON array being edited.
@@ -457,7 +446,7 @@ pub fn current_value(
     filter: &crate::query::Pred,
     column: &str,
 ) -> Result<crate::query::Select, PlanError> {
-    use crate::query::{Expr, Select, SelectItem, Source};
+    use crate::query::{Expr, Select, SelectItem};
     let c = plan
         .table
         .column(column)
@@ -465,26 +454,20 @@ pub fn current_value(
             table: plan.table.api_name.clone(),
             column: column.to_string(),
         })?;
-    Ok(Select {
-        distinct: false,
-        columns: vec![SelectItem {
-            expr: Expr::Column {
-                table: None,
-                name: Ident::new(c.name.clone()),
-                kind: c.kind,
-            },
-            alias: Ident::new(c.name.clone()),
-        }],
-        source: Source::Table(Ident::new(plan.table.sql_name.clone())),
-        alias: Ident::new(plan.table.sql_name.clone()),
-        joins: Vec::new(),
-        filter: Some(filter.clone()),
-        group: Vec::new(),
-        having: None,
-        order: Vec::new(),
-        limit: Some(1),
-        offset: 0,
-    })
+    let item = SelectItem {
+        expr: Expr::Column {
+            table: None,
+            name: Ident::new(c.name.clone()),
+            kind: c.kind,
+        },
+        alias: Ident::new(c.name.clone()),
+    };
+    Ok(Select::on_table(
+        &plan.table,
+        vec![item],
+        filter.clone(),
+        Some(1),
+    ))
 }
 
 /// A column of the planned table as an identifier, checked against the schema.
@@ -504,29 +487,23 @@ pub fn ids_where(
     column: &str,
     values: Vec<Value>,
 ) -> Result<crate::query::Select, PlanError> {
-    use crate::query::{Expr, Select, SelectItem, Source};
+    use crate::query::{Expr, Select, SelectItem};
     let id = table.column("id").ok_or_else(|| PlanError::UnknownColumn {
         table: table.api_name.clone(),
         column: "id".into(),
     })?;
-    Ok(Select {
-        distinct: false,
-        columns: vec![SelectItem {
-            expr: Expr::Column {
-                table: None,
-                name: Ident::new(id.name.clone()),
-                kind: id.kind,
-            },
-            alias: Ident::new("id"),
-        }],
-        source: Source::Table(Ident::new(table.sql_name.clone())),
-        alias: Ident::new(table.sql_name.clone()),
-        joins: Vec::new(),
-        filter: Some(delete_where(table, column, values)?.filter),
-        group: Vec::new(),
-        having: None,
-        order: Vec::new(),
-        limit: None,
-        offset: 0,
-    })
+    let item = SelectItem {
+        expr: Expr::Column {
+            table: None,
+            name: Ident::new(id.name.clone()),
+            kind: id.kind,
+        },
+        alias: Ident::new("id"),
+    };
+    Ok(Select::on_table(
+        table,
+        vec![item],
+        delete_where(table, column, values)?.filter,
+        None,
+    ))
 }
