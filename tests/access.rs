@@ -3,27 +3,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{demo_databases, Client, Server};
+use support::{ada, code, demo_databases, post, Client, Server};
 
 const SECRET: &str = "token_secret = \"test secret shared by every instance\"\n";
-
-fn code(v: &Value) -> i64 {
-    v["code"].as_i64().unwrap_or(-1)
-}
-
-fn post(c: &mut Client, path: &str, body: &Value) -> Value {
-    c.post(path, &body.to_string())
-        .expect("answer")
-        .json()
-        .expect("json")
-}
-
-/// Ada (82001) logs in with the demo password.
-fn ada(server: &Server) -> Client {
-    let mut c = server.client();
-    c.login("13000082001", "123456").expect("login");
-    c
-}
 
 #[test]
 fn two_instances_accept_each_others_tokens() {

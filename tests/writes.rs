@@ -6,26 +6,9 @@ mod support;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use support::{demo_databases, Client, Server};
+use support::{ada, code, demo_databases, post, Client, Server};
 
 const CONFIG: &str = "token_secret = \"writes\"\nmax_count = 100000\n";
-
-fn code(v: &Value) -> i64 {
-    v["code"].as_i64().unwrap_or(-1)
-}
-
-fn post(c: &mut Client, path: &str, body: &Value) -> Value {
-    c.post(path, &body.to_string())
-        .expect("answer")
-        .json()
-        .expect("json")
-}
-
-fn ada(s: &Server) -> Client {
-    let mut c = s.client();
-    c.login("13000082001", "123456").expect("login");
-    c
-}
 
 /// Ids of the comments whose content starts with `marker`.
 fn comment_ids(c: &mut Client, marker: &str) -> Vec<i64> {

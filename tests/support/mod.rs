@@ -612,3 +612,23 @@ pub fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
     }
     out
 }
+
+/// The APIJSON `code` of an answer (-1 when there is none).
+pub fn code(v: &Value) -> i64 {
+    v["code"].as_i64().unwrap_or(-1)
+}
+
+/// POSTs `body` with `c` and parses the answer.
+pub fn post(c: &mut Client, path: &str, body: &Value) -> Value {
+    c.post(path, &body.to_string())
+        .expect("answer")
+        .json()
+        .expect("json")
+}
+
+/// A client logged in as Ada (user 82001 of the demo dataset).
+pub fn ada(s: &Server) -> Client {
+    let mut c = s.client();
+    c.login("13000082001", "123456").expect("login");
+    c
+}

@@ -529,7 +529,20 @@ async fn put(
     let mut planned = write::update(t, &ctx, &mut |_| None)?;
     apply_array_edits(tx, env, &mut planned, &t.key.table).await?;
     let stmt = render_update(env.dialect, &planned.update);
-    let n = tx.execute(&stmt).await?;
+    change(tx, env, t, &stmt, planned.ids, explain).await
+}
+
+/// Runs an UPDATE or DELETE: no row changed is 401 (not the visitor's, or gone); else the
+/// answer with its ids, and the object's functions run after it.
+async fn change(
+    tx: &mut Tx<'_>,
+    env: &WriteEnv<'_>,
+    t: &TableObject,
+    stmt: &Statement,
+    ids: Option<Json>,
+    explain: bool,
+) -> Result<Map<String, Json>, ExecError> {
+    let n = tx.execute(stmt).await?;
     if n == 0 {
         return Err(PlanError::NothingChanged(t.key.table.clone()).into());
     }
@@ -538,7 +551,7 @@ async fn put(
         answer.insert("sql".into(), json!(stmt.sql));
     }
     answer.extend(success(n));
-    id_answer(&mut answer, planned.ids);
+    id_answer(&mut answer, ids);
     after(tx, t, env, &mut answer).await?;
     Ok(answer)
 }
@@ -581,16 +594,5 @@ async fn delete(
     };
     let (delete, ids, _plan) = write::delete(&conditions, &ctx, &mut |_| None)?;
     let stmt = render_delete(env.dialect, &delete);
-    let n = tx.execute(&stmt).await?;
-    if n == 0 {
-        return Err(PlanError::NothingChanged(t.key.table.clone()).into());
-    }
-    let mut answer = Map::new();
-    if explain {
-        answer.insert("sql".into(), json!(stmt.sql));
-    }
-    answer.extend(success(n));
-    id_answer(&mut answer, ids);
-    after(tx, t, env, &mut answer).await?;
-    Ok(answer)
+    change(tx, env, t, &stmt, ids, explain).await
 }
