@@ -3,7 +3,8 @@
 //! A commit costs a disk flush; a thousand clients each inserting one row pay a thousand of
 //! them. The write queue collects the rows that arrive for the same table (and the same
 //! columns) and writes them with one multi-row INSERT in one transaction, flushing when it holds
-//! `max_rows` rows or `max_wait` after its first row, whichever comes first. Each client is
+//! `max_rows` rows or `max_wait` after its first row, whichever comes first (`max_wait` zero:
+//! as soon as the rows already waiting are taken). Each client is
 //! answered only after the transaction holding its row has committed, so an acknowledged row
 //! is never lost. If the shared statement fails (one row breaks a constraint), every row is
 //! retried in a transaction of its own: only the faulty row's client gets the error.
@@ -103,7 +104,16 @@ async fn run_lane(
     while let Some(first) = rx.recv().await {
         let deadline = Instant::now() + config.max_wait;
         let mut batch = vec![first];
+        // Rows already waiting join at once; then the batch waits for company until its
+        // deadline. With no wait at all, rows that arrive while one commit runs form the next
+        // batch: no added latency for a lone client, and batches as large as the load makes.
         while batch.len() < config.max_rows {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        while batch.len() < config.max_rows && !config.max_wait.is_zero() {
             match timeout_at(deadline, rx.recv()).await {
                 Ok(Some(job)) => batch.push(job),
                 _ => break,
