@@ -42,7 +42,13 @@ impl MySqlBackend {
         let constraints = PoolConstraints::new(1, pool_size.max(1))
             .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
         let builder = OptsBuilder::from_opts(opts)
-            .pool_opts(PoolOpts::default().with_constraints(constraints))
+            // No reset when a connection goes back to the pool: a reset drops the prepared-statement
+            // cache, and apijet keeps no session state beyond the init commands.
+            .pool_opts(
+                PoolOpts::default()
+                    .with_constraints(constraints)
+                    .with_reset_connection(false),
+            )
             .stmt_cache_size(256)
             // An UPDATE that sets a value already there still matched its row: count matched
             // rows, as PostgreSQL and SQLite do, so such a write is not mistaken for "no row".
