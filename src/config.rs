@@ -88,7 +88,7 @@ impl Default for Config {
             max_batch: 1000,
             write_queue: true,
             write_queue_rows: 64,
-            write_queue_us: 2000,
+            write_queue_us: 0,
         }
     }
 }
