@@ -44,6 +44,12 @@ enum Command {
         #[arg(long)]
         db: String,
     },
+    /// Benchmark apijet against baselines on PostgreSQL, MariaDB and SQLite (see --help).
+    ///
+    /// Provisions throwaway databases (scripts/lib/db.sh) or uses the given servers, generates
+    /// the data, starts apijet servers from this binary, measures every scenario against
+    /// apijet and a baseline in the same run, and writes tables, JSON and a chart.
+    Bench(Box<apijet_bench::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +84,7 @@ fn main() -> ExitCode {
                 http::serve(cfg).await
             }
             Command::Demo { db } => app::load_demo(&db).await,
+            Command::Bench(args) => apijet_bench::run(*args).await,
         }
     });
     match result {

@@ -1,0 +1,646 @@
+//! Baselines: the same work without apijet, measured in the same run.
+//!
+//! * [`RawWork`] driven by [`run_raw`]: our small raw client over the drivers apijet itself
+//!   uses (tokio-postgres, mysql_async, rusqlite), prepared statements, closed loop, one
+//!   connection per client. It is the MariaDB and SQLite baseline everywhere and the
+//!   PostgreSQL baseline where pgbench has no natural script (batched updates, inserts).
+//! * [`run_pgbench`]: PostgreSQL's own load driver with a custom script (`-M prepared`), per
+//!   transaction latencies from its `-l` log.
+//! * [`time_command`]: the engines' command-line clients reading a big result to /dev/null
+//!   (`psql COPY … TO STDOUT`, `mariadb --quick`, `sqlite3`).
+
+use crate::engine::{Database, DbConn, Engine};
+use crate::load::Measured;
+use crate::rng::Rng;
+use crate::stats::summarize_us;
+use crate::tools::Tool;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A key of a lookup.
+#[derive(Clone, Debug)]
+pub enum Key {
+    Int(i64),
+    Text(String),
+}
+
+/// One transaction of the raw client, repeated with random keys.
+#[derive(Clone, Debug)]
+pub enum RawWork {
+    /// `per_tx` lookups `SELECT * FROM table WHERE column = ? LIMIT 1`, one key each.
+    Lookup {
+        table: String,
+        column: String,
+        keys: Arc<Vec<Key>>,
+        per_tx: usize,
+    },
+    /// `UPDATE "Comment" SET content = ? WHERE id = ? AND "userId" = ?` for each id of a
+    /// random set (ids sorted, as in the apijet requests), in one transaction.
+    Update {
+        sets: Arc<Vec<Vec<i64>>>,
+        user_id: i64,
+    },
+    /// One multi-row `INSERT INTO "Comment" (id, "userId", "momentId", content)` of `rows` rows.
+    Insert {
+        rows: usize,
+        next_id: Arc<AtomicI64>,
+        user_id: i64,
+        moment_id: i64,
+    },
+}
+
+impl RawWork {
+    /// The SQL of the statement the transaction repeats.
+    fn sql(&self, engine: Engine) -> String {
+        let q = |s: &str| engine.ident(s);
+        match self {
+            RawWork::Lookup { table, column, .. } => format!(
+                "SELECT * FROM {} WHERE {} = {} LIMIT 1",
+                q(table),
+                q(column),
+                engine.param(1)
+            ),
+            RawWork::Update { .. } => format!(
+                "UPDATE {} SET {} = {} WHERE {} = {} AND {} = {}",
+                q("Comment"),
+                q("content"),
+                engine.param(1),
+                q("id"),
+                engine.param(2),
+                q("userId"),
+                engine.param(3)
+            ),
+            RawWork::Insert { rows, .. } => {
+                let mut sql = format!(
+                    "INSERT INTO {} ({}, {}, {}, {}) VALUES ",
+                    q("Comment"),
+                    q("id"),
+                    q("userId"),
+                    q("momentId"),
+                    q("content")
+                );
+                for r in 0..*rows {
+                    if r > 0 {
+                        sql.push(',');
+                    }
+                    let p = |i: usize| engine.param(r * 4 + i);
+                    sql.push_str(&format!("({},{},{},{})", p(1), p(2), p(3), p(4)));
+                }
+                sql
+            }
+        }
+    }
+
+    /// What the raw client is, for the report.
+    pub fn label(&self, engine: Engine) -> String {
+        let driver = match engine {
+            Engine::Postgres => "tokio-postgres",
+            Engine::Mariadb => "mysql_async",
+            Engine::Sqlite => "rusqlite, in-process",
+        };
+        format!("raw client ({driver}, prepared, closed loop)")
+    }
+}
+
+/// One transaction's parameters, drawn from `rng`.
+enum Params {
+    One(Key),
+    Many(Vec<Key>),
+    Updates(Vec<(String, i64)>, i64),
+    Insert(Vec<(i64, i64, i64, String)>),
+}
+
+fn draw(work: &RawWork, rng: &mut Rng) -> Params {
+    match work {
+        RawWork::Lookup { keys, per_tx, .. } => {
+            let mut pick = || keys[rng.below(keys.len() as u64) as usize].clone();
+            if *per_tx == 1 {
+                Params::One(pick())
+            } else {
+                Params::Many((0..*per_tx).map(|_| pick()).collect())
+            }
+        }
+        RawWork::Update { sets, user_id } => {
+            let set = &sets[rng.below(sets.len() as u64) as usize];
+            let stamp = rng.below(1_000_000);
+            Params::Updates(
+                set.iter()
+                    .map(|&id| (format!("raw update {stamp}"), id))
+                    .collect(),
+                *user_id,
+            )
+        }
+        RawWork::Insert {
+            rows,
+            next_id,
+            user_id,
+            moment_id,
+        } => {
+            let first = next_id.fetch_add(*rows as i64, Ordering::Relaxed);
+            Params::Insert(
+                (0..*rows as i64)
+                    .map(|i| {
+                        (
+                            first + i,
+                            *user_id,
+                            *moment_id,
+                            format!("raw insert {}", first + i),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// Runs `work` from `clients` connections for `duration` (SQLite: at most 4 threads, since an
+/// in-process engine gains nothing from more). Connections are opened before the clock starts.
+pub async fn run_raw(
+    db: &Database,
+    work: &RawWork,
+    clients: usize,
+    duration: Duration,
+) -> Result<Measured, String> {
+    let sql = work.sql(db.engine);
+    let clients = match db.engine {
+        Engine::Sqlite => clients.clamp(1, 4),
+        _ => clients.max(1),
+    };
+    let mut conns = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        conns.push(DbConn::connect(db.engine, &db.url).await?);
+    }
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut handles = Vec::new();
+    for (i, conn) in conns.into_iter().enumerate() {
+        let (work, sql) = (work.clone(), sql.clone());
+        let seed = 0x5EED ^ ((i as u64) << 24);
+        handles.push(match conn {
+            DbConn::Lite(c) => Worker::Thread(std::thread::spawn(move || {
+                lite_loop(c, &sql, &work, seed, deadline)
+            })),
+            other => Worker::Task(tokio::spawn(async move {
+                async_loop(other, &sql, &work, seed, deadline).await
+            })),
+        });
+    }
+    let (mut lat, mut errors, mut first_error) = (Vec::new(), 0u64, None);
+    for h in handles {
+        let r = match h {
+            Worker::Thread(t) => tokio::task::spawn_blocking(move || t.join())
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|_| "a raw client thread panicked".to_string())?,
+            Worker::Task(t) => t.await.map_err(|e| e.to_string())?,
+        };
+        lat.extend(r.0);
+        errors += r.1;
+        if first_error.is_none() {
+            first_error = r.2;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let samples = lat.len() as u64;
+    if samples > 0 && errors == samples {
+        return Err(format!(
+            "every raw transaction failed: {}",
+            first_error.unwrap_or_default()
+        ));
+    }
+    Ok(Measured {
+        samples,
+        errors,
+        latency: summarize_us(&mut lat),
+        req_s: samples.saturating_sub(errors) as f64 / secs,
+        bytes_s: 0.0,
+        tool: format!("{}, {clients} connections", work.label(db.engine)),
+        mode: "closed",
+    })
+}
+
+enum Worker {
+    Thread(std::thread::JoinHandle<LoopResult>),
+    Task(tokio::task::JoinHandle<LoopResult>),
+}
+
+/// Latencies (µs), failed transactions, the first error.
+type LoopResult = (Vec<u64>, u64, Option<String>);
+
+async fn async_loop(
+    mut conn: DbConn,
+    sql: &str,
+    work: &RawWork,
+    seed: u64,
+    deadline: Instant,
+) -> LoopResult {
+    let mut rng = Rng::new(seed);
+    let (mut lat, mut errors, mut first) = (Vec::new(), 0u64, None);
+    match &mut conn {
+        DbConn::Pg(c) => {
+            let stmt = match c.prepare(sql).await {
+                Ok(s) => s,
+                Err(e) => return (vec![0], 1, Some(e.to_string())),
+            };
+            while Instant::now() < deadline {
+                let p = draw(work, &mut rng);
+                let t0 = Instant::now();
+                let r = pg_tx(c, &stmt, p).await;
+                lat.push(t0.elapsed().as_micros() as u64);
+                if let Err(e) = r {
+                    errors += 1;
+                    first.get_or_insert(e.to_string());
+                }
+            }
+        }
+        DbConn::My(c) => {
+            use mysql_async::prelude::Queryable;
+            let stmt = match c.prep(sql).await {
+                Ok(s) => s,
+                Err(e) => return (vec![0], 1, Some(e.to_string())),
+            };
+            while Instant::now() < deadline {
+                let p = draw(work, &mut rng);
+                let t0 = Instant::now();
+                let r = my_tx(c, &stmt, p).await;
+                lat.push(t0.elapsed().as_micros() as u64);
+                if let Err(e) = r {
+                    errors += 1;
+                    first.get_or_insert(e.to_string());
+                }
+            }
+        }
+        DbConn::Lite(_) => {}
+    }
+    (lat, errors, first)
+}
+
+async fn pg_tx(
+    c: &tokio_postgres::Client,
+    stmt: &tokio_postgres::Statement,
+    p: Params,
+) -> Result<(), tokio_postgres::Error> {
+    use tokio_postgres::types::ToSql;
+    let one = |k: &Key| -> Box<dyn ToSql + Sync + Send> {
+        match k {
+            Key::Int(i) => Box::new(*i),
+            Key::Text(s) => Box::new(s.clone()),
+        }
+    };
+    match p {
+        Params::One(k) => {
+            let v = one(&k);
+            c.query_opt(stmt, &[v.as_ref()]).await?;
+        }
+        Params::Many(keys) => {
+            for k in &keys {
+                let v = one(k);
+                c.query_opt(stmt, &[v.as_ref()]).await?;
+            }
+        }
+        Params::Updates(items, user) => {
+            c.batch_execute("BEGIN").await?;
+            for (content, id) in &items {
+                if let Err(e) = c.execute(stmt, &[content, id, &user]).await {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                    return Err(e);
+                }
+            }
+            c.batch_execute("COMMIT").await?;
+        }
+        Params::Insert(rows) => {
+            let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(rows.len() * 4);
+            for (id, user, moment, content) in &rows {
+                params.push(id);
+                params.push(user);
+                params.push(moment);
+                params.push(content);
+            }
+            c.execute(stmt, &params).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn my_tx(
+    c: &mut mysql_async::Conn,
+    stmt: &mysql_async::Statement,
+    p: Params,
+) -> Result<(), mysql_async::Error> {
+    use mysql_async::prelude::Queryable;
+    use mysql_async::Value;
+    let one = |k: &Key| match k {
+        Key::Int(i) => Value::Int(*i),
+        Key::Text(s) => Value::Bytes(s.as_bytes().to_vec()),
+    };
+    match p {
+        Params::One(k) => {
+            let _: Option<mysql_async::Row> = c.exec_first(stmt, vec![one(&k)]).await?;
+        }
+        Params::Many(keys) => {
+            for k in &keys {
+                let _: Option<mysql_async::Row> = c.exec_first(stmt, vec![one(k)]).await?;
+            }
+        }
+        Params::Updates(items, user) => {
+            c.query_drop("START TRANSACTION").await?;
+            for (content, id) in items {
+                let r = c
+                    .exec_drop(
+                        stmt,
+                        vec![
+                            Value::Bytes(content.into_bytes()),
+                            Value::Int(id),
+                            Value::Int(user),
+                        ],
+                    )
+                    .await;
+                if let Err(e) = r {
+                    let _ = c.query_drop("ROLLBACK").await;
+                    return Err(e);
+                }
+            }
+            c.query_drop("COMMIT").await?;
+        }
+        Params::Insert(rows) => {
+            let mut params = Vec::with_capacity(rows.len() * 4);
+            for (id, user, moment, content) in rows {
+                params.extend([
+                    Value::Int(id),
+                    Value::Int(user),
+                    Value::Int(moment),
+                    Value::Bytes(content.into_bytes()),
+                ]);
+            }
+            c.exec_drop(stmt, params).await?;
+        }
+    }
+    Ok(())
+}
+
+fn lite_loop(
+    conn: rusqlite::Connection,
+    sql: &str,
+    work: &RawWork,
+    seed: u64,
+    deadline: Instant,
+) -> LoopResult {
+    let mut rng = Rng::new(seed);
+    let (mut lat, mut errors, mut first) = (Vec::new(), 0u64, None);
+    while Instant::now() < deadline {
+        let p = draw(work, &mut rng);
+        let t0 = Instant::now();
+        let r = lite_tx(&conn, sql, p);
+        lat.push(t0.elapsed().as_micros() as u64);
+        if let Err(e) = r {
+            errors += 1;
+            first.get_or_insert(e.to_string());
+        }
+    }
+    (lat, errors, first)
+}
+
+fn lite_tx(c: &rusqlite::Connection, sql: &str, p: Params) -> rusqlite::Result<()> {
+    use rusqlite::types::Value;
+    let one = |k: &Key| match k {
+        Key::Int(i) => Value::Integer(*i),
+        Key::Text(s) => Value::Text(s.clone()),
+    };
+    let mut stmt = c.prepare_cached(sql)?;
+    let mut lookup = |k: &Key| -> rusqlite::Result<()> {
+        let mut rows = stmt.query([one(k)])?;
+        while rows.next()?.is_some() {}
+        Ok(())
+    };
+    match p {
+        Params::One(k) => lookup(&k)?,
+        Params::Many(keys) => {
+            for k in &keys {
+                lookup(k)?;
+            }
+        }
+        Params::Updates(items, user) => {
+            drop(stmt);
+            c.execute_batch("BEGIN IMMEDIATE")?;
+            let mut stmt = c.prepare_cached(sql)?;
+            for (content, id) in items {
+                if let Err(e) = stmt.execute(rusqlite::params![content, id, user]) {
+                    let _ = c.execute_batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
+            c.execute_batch("COMMIT")?;
+        }
+        Params::Insert(rows) => {
+            let mut params: Vec<Value> = Vec::with_capacity(rows.len() * 4);
+            for (id, user, moment, content) in rows {
+                params.extend([
+                    Value::Integer(id),
+                    Value::Integer(user),
+                    Value::Integer(moment),
+                    Value::Text(content),
+                ]);
+            }
+            stmt.execute(rusqlite::params_from_iter(params))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs pgbench with `script` (`-M prepared`, closed loop) and reads every transaction's
+/// latency from its `-l` log.
+pub async fn run_pgbench(
+    tool: &Tool,
+    db: &Database,
+    script: &str,
+    clients: usize,
+    duration: Duration,
+    work: &Path,
+) -> Result<Measured, String> {
+    let dir = work.join(format!("pgbench-{clients}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let file = dir.join("script.sql");
+    std::fs::write(&file, script).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let threads = clients.clamp(1, 2);
+    let mut cmd = Command::new(&tool.path);
+    cmd.args(["-n", "-M", "prepared", "-l"])
+        .arg(format!("--log-prefix={}", dir.join("log").display()))
+        .arg("-c")
+        .arg(clients.to_string())
+        .arg("-j")
+        .arg(threads.to_string())
+        .arg("-T")
+        .arg(duration.as_secs().max(1).to_string())
+        .arg("-f")
+        .arg(&file)
+        .arg("-h")
+        .arg(&db.host)
+        .arg("-p")
+        .arg(db.port.to_string())
+        .arg("-U")
+        .arg(&db.user)
+        .arg(&db.name)
+        .current_dir(&dir)
+        .env("PGGSSENCMODE", "disable")
+        .env("PGSSLMODE", "disable");
+    if let Some(pw) = &db.password {
+        cmd.env("PGPASSWORD", pw);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.stdin(Stdio::null()).output())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot run pgbench: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        return Err(format!(
+            "pgbench failed ({}): {}{}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let tps = text
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l["tps = ".len()..].split_whitespace().next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("pgbench printed no tps:\n{text}"))?;
+    let failed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("number of failed transactions: "))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    // Log lines: client_id transaction_no time_us script_no epoch epoch_us [lag].
+    let mut lat = Vec::new();
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with("log") {
+            continue;
+        }
+        let body = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        lat.extend(
+            body.lines()
+                .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok()),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let samples = lat.len() as u64 + failed;
+    Ok(Measured {
+        samples,
+        errors: failed,
+        latency: summarize_us(&mut lat),
+        req_s: tps,
+        bytes_s: 0.0,
+        tool: format!(
+            "{} -M prepared -c {clients} -j {threads}, closed loop",
+            tool.version
+        ),
+        mode: "closed",
+    })
+}
+
+/// Runs a command with stdout to /dev/null and returns its wall time.
+pub async fn time_command(mut cmd: Command) -> Result<Duration, String> {
+    let t = tokio::task::spawn_blocking(move || {
+        let t0 = Instant::now();
+        let out = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        (t0.elapsed(), out)
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let out =
+        t.1.map_err(|e| format!("cannot run the baseline client: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the baseline client failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(t.0)
+}
+
+/// The engine's own client reading the result of `select` to stdout, when installed.
+pub fn client_reader(
+    db: &Database,
+    psql: Option<&Tool>,
+    mariadb: Option<&Tool>,
+    sqlite3: Option<&Tool>,
+    select: &str,
+) -> Option<(Command, String)> {
+    match db.engine {
+        Engine::Postgres => {
+            let t = psql?;
+            let mut c = Command::new(&t.path);
+            c.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", &db.host, "-p"])
+                .arg(db.port.to_string())
+                .args(["-U", &db.user, "-d", &db.name, "-c"])
+                .arg(format!("COPY ({select}) TO STDOUT"))
+                .env("PGGSSENCMODE", "disable")
+                .env("PGSSLMODE", "disable");
+            if let Some(pw) = &db.password {
+                c.env("PGPASSWORD", pw);
+            }
+            Some((c, "psql COPY … TO STDOUT > /dev/null".into()))
+        }
+        Engine::Mariadb => {
+            let t = mariadb?;
+            let mut c = Command::new(&t.path);
+            c.args(["--no-defaults", "--quick", "-N", "-B", "-h", &db.host, "-P"])
+                .arg(db.port.to_string())
+                .args(["-u", &db.user]);
+            if let Some(pw) = &db.password {
+                c.arg(format!("--password={pw}"));
+            }
+            c.arg(&db.name).arg("-e").arg(select);
+            Some((c, "mariadb --quick -N -B > /dev/null".into()))
+        }
+        Engine::Sqlite => {
+            let t = sqlite3?;
+            let mut c = Command::new(&t.path);
+            c.arg("-readonly").arg(&db.name).arg(select);
+            Some((c, "sqlite3 CLI > /dev/null".into()))
+        }
+    }
+}
+
+/// Fallback list baseline when the engine's client is not installed: the raw driver reading
+/// every row and column (as text) through one connection.
+pub async fn raw_read(db: &Database, select: &str) -> Result<Duration, String> {
+    let mut conn = DbConn::connect(db.engine, &db.url).await?;
+    let t0 = Instant::now();
+    match &mut conn {
+        DbConn::Pg(c) => {
+            let _ = c.simple_query(select).await.map_err(|e| e.to_string())?;
+        }
+        DbConn::My(c) => {
+            use mysql_async::prelude::Queryable;
+            let mut r = c.query_iter(select).await.map_err(|e| e.to_string())?;
+            r.for_each(|_| {}).await.map_err(|e| e.to_string())?;
+        }
+        DbConn::Lite(c) => {
+            tokio::task::block_in_place(|| -> rusqlite::Result<()> {
+                let mut stmt = c.prepare(select)?;
+                let n = stmt.column_count();
+                let mut rows = stmt.query([])?;
+                while let Some(r) = rows.next()? {
+                    for i in 0..n {
+                        let _ = r.get_ref(i)?;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(t0.elapsed())
+}

@@ -1,0 +1,480 @@
+//! `apijet bench`: the workloads users of APIJSON-style servers measure, run against apijet
+//! and, in the same run, against a baseline without apijet, printed as one aggregate table per
+//! scenario and engine and written as JSON and an SVG/HTML chart.
+//!
+//! The kit provisions throwaway databases through `scripts/lib/db.sh` (or uses the servers
+//! given by URL), generates the data inside them, starts apijet servers from the running
+//! binary (`std::env::current_exe()`), drives the load with oha (or wrk, or a built-in
+//! closed-loop runner, each labelled), and runs the baselines: pgbench, the engines' own
+//! command-line clients, or our raw client on the same drivers apijet uses.
+//!
+//! Layout: [`data`] generators, [`scenario`] per workload, [`load`] drivers, [`baseline`]
+//! raw clients, [`report`] tables/JSON/chart, plus the database ([`engine`]), server
+//! ([`server`]) and HTTP ([`http`]) plumbing.
+
+pub mod baseline;
+pub mod data;
+pub mod engine;
+pub mod http;
+pub mod load;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod server;
+pub mod stats;
+pub mod tools;
+
+use data::demo::DemoScale;
+use engine::{DbConn, Engine};
+use load::Loader;
+use report::{Machine, Report, ScenarioReport};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SCENARIO_HELP: &str = "\
+Scenarios (--scenarios, in this order):
+  list    Big list: {\"TEvent[]\":{\"count\":N,\"TEvent\":{\"@column\":\"x_uin,x_send_time,…\"}}} for
+          N = 10k, 100k, 1M, with and without \"x_xid{}\":[1001,1002] (two values, 55 % of rows),
+          streamed, one request at a time, apijet's peak RSS sampled. Baseline: the engine's
+          own client reading the same rows to /dev/null (psql COPY, mariadb --quick, sqlite3).
+          Goal: ≤ 1.5× the baseline's time, RSS flat in N.
+  point   Point lookup: {\"PurchSkuMaster\":{\"sku_id\":…}} with random existing keys at 16, 64,
+          256, 512 connections: closed loop (peak req/s), then open loop at --rate-fraction
+          of that peak (latency without coordinated omission). Baseline: the same SELECT,
+          pgbench custom script (PostgreSQL) or our raw prepared client (MariaDB, SQLite).
+          Goal: ≥ 0.6× baseline req/s, p99 ≤ 3× median, 0 errors.
+  nested  Nested list: pages of 5/20/50 Moments with their User (id@) and 5 Comments
+          (Comment[] by momentId@). Prints the server's x-apijet-statements count per page
+          size. Goal: statements independent of page size (≤ 1 per nesting level).
+  tfb     TechEmpower-style on the scaled demo data: single query {\"Moment\":{\"id\":…}}, 20
+          queries in one request (20 aliased objects), 20 updates in one PUT. Baseline: our
+          raw client doing the same statements. Goal: ≥ 0.8× the raw client.
+  insert  Inserts: single-row POST Comment at 1/16/64/256 clients with the write queue off and
+          on, a 1,000-row batch POST, and the raw multi-row INSERT of 1,000 rows (what
+          bench/inserts.sh measures) as the baseline. Reports rows/s.
+
+Data (generated in the database, with a progress bar): t_event (2,000,000 rows),
+purch_sku_master (2,000,000 rows), the demo dataset scaled to 10,000 users, 100,000 moments,
+500,000 comments. --quick shrinks everything to a smoke run of seconds.
+
+Load: oha when installed (cargo install oha --locked), else wrk (closed loop only), else a
+built-in closed-loop runner; every row names its tool and loop. Output: a table per scenario on
+stdout; results.json, results.md, chart.svg and results.html in --out.
+
+Example (the README's full run):  apijet bench --out docs/bench/run
+Smoke:                            apijet bench --quick --engines sqlite";
+
+/// Load generator choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoaderChoice {
+    /// oha, else wrk, else built-in.
+    Auto,
+    Oha,
+    Wrk,
+    Builtin,
+}
+
+/// A scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum ScenarioId {
+    List,
+    Point,
+    Nested,
+    Tfb,
+    Insert,
+}
+
+/// `apijet bench` options.
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_long_help = SCENARIO_HELP, after_help = "Run `apijet bench --help` for the scenarios.")]
+pub struct BenchArgs {
+    /// Engines, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "pg,mariadb,sqlite")]
+    pub engines: Vec<Engine>,
+    /// Scenarios, comma-separated (they always run in the order list, point, nested, tfb, insert).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "list,point,nested,tfb,insert"
+    )]
+    pub scenarios: Vec<ScenarioId>,
+    /// A smoke run: tiny data, short steps (seconds per engine). For CI.
+    #[arg(long)]
+    pub quick: bool,
+    /// Output directory (default bench/out/bench-<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Use this PostgreSQL server (an admin URL) instead of a throwaway one.
+    #[arg(long, env = "APIJET_BENCH_POSTGRES_URL")]
+    pub postgres_url: Option<String>,
+    /// Use this MariaDB/MySQL server (an admin URL) instead of a throwaway one.
+    #[arg(long, env = "APIJET_BENCH_MYSQL_URL")]
+    pub mysql_url: Option<String>,
+    /// The database created (dropped first!) inside each server.
+    #[arg(long, default_value = "apijet_bench")]
+    pub database: String,
+    /// Load generator.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub loader: LoaderChoice,
+    /// Seconds per load step (default 6; --quick 0.3).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Open-loop rate as a fraction of the step's closed-loop peak.
+    #[arg(long, default_value_t = 0.5)]
+    pub rate_fraction: f64,
+    /// Point-lookup connection levels (default 16,64,256,512).
+    #[arg(long, value_delimiter = ',')]
+    pub connections: Option<Vec<usize>>,
+    /// Rows of t_event (default 2000000).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// List sizes N (default 10000,100000,1000000).
+    #[arg(long, value_delimiter = ',')]
+    pub list_sizes: Option<Vec<u64>>,
+    /// Rows of purch_sku_master (default 2000000).
+    #[arg(long)]
+    pub sku_rows: Option<u64>,
+    /// Generated moments of the scaled demo data (default 100000; users = moments / 10).
+    #[arg(long)]
+    pub moments: Option<u64>,
+    /// Repetitions of each single big-list request (default 3).
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// The apijet binary to start (default: this executable).
+    #[arg(long)]
+    pub apijet_bin: Option<PathBuf>,
+    /// Keep the SQLite database file after the run.
+    #[arg(long)]
+    pub keep_data: bool,
+    /// Leave throwaway servers as scripts/lib/db.sh starts them (fsync off) instead of turning
+    /// durable commits on (PostgreSQL fsync/synchronous_commit/full_page_writes, MariaDB
+    /// innodb_flush_log_at_trx_commit=1).
+    #[arg(long)]
+    pub no_durable: bool,
+    /// Measure nothing: re-render results.md, chart.svg and results.html from a results.json
+    /// of an earlier run (into --out, default: beside the file).
+    #[arg(long, value_name = "RESULTS_JSON")]
+    pub render: Option<PathBuf>,
+}
+
+/// The resolved sizes and durations of a run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub quick: bool,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub repeat: usize,
+    pub t_event_rows: u64,
+    pub list_sizes: Vec<u64>,
+    pub sku_rows: u64,
+    pub point_connections: Vec<usize>,
+    pub demo: DemoScale,
+    pub nested_pages: Vec<u64>,
+    pub nested_connections: usize,
+    pub insert_clients: Vec<usize>,
+    pub batch_rows: usize,
+    pub tfb_connections: usize,
+    pub rate_fraction: f64,
+    /// Random request bodies (keys) per step.
+    pub keys: usize,
+}
+
+impl Settings {
+    pub fn from_args(a: &BenchArgs) -> Result<Settings, String> {
+        let q = a.quick;
+        let pick = |full: u64, quick: u64| if q { quick } else { full };
+        let t_event_rows = a.rows.unwrap_or(pick(2_000_000, 3_000)).max(1);
+        let list_sizes = a.list_sizes.clone().unwrap_or_else(|| {
+            if q {
+                vec![100, 1000]
+            } else {
+                vec![10_000, 100_000, 1_000_000]
+            }
+        });
+        // The filtered variant reads x_xid 1001/1002 rows: 55 % of the table.
+        if let Some(n) = list_sizes.iter().find(|&&n| n == 0 || n > t_event_rows / 2) {
+            return Err(format!(
+                "list size {n} needs a t_event of more than {} rows (--rows)",
+                n * 2
+            ));
+        }
+        let moments = a.moments.unwrap_or(pick(100_000, 300)).max(10);
+        let duration = a.duration.unwrap_or(if q { 0.3 } else { 6.0 });
+        if !(duration > 0.0 && duration < 3600.0) {
+            return Err("--duration must be between 0 and 3600 seconds".into());
+        }
+        if !(a.rate_fraction > 0.0 && a.rate_fraction <= 1.0) {
+            return Err("--rate-fraction must be in (0, 1]".into());
+        }
+        let point_connections =
+            a.connections
+                .clone()
+                .unwrap_or_else(|| if q { vec![4] } else { vec![16, 64, 256, 512] });
+        if point_connections.is_empty() || point_connections.contains(&0) {
+            return Err("--connections needs positive levels".into());
+        }
+        Ok(Settings {
+            quick: q,
+            duration: Duration::from_secs_f64(duration),
+            warmup: Duration::from_secs_f64(if q { 0.2 } else { 2.0 }),
+            repeat: a.repeat.unwrap_or(if q { 1 } else { 3 }).max(1),
+            t_event_rows,
+            list_sizes,
+            sku_rows: a.sku_rows.unwrap_or(pick(2_000_000, 2_000)).max(1),
+            point_connections,
+            demo: DemoScale {
+                users: (moments / 10).max(1),
+                moments,
+            },
+            nested_pages: if q { vec![5, 20] } else { vec![5, 20, 50] },
+            nested_connections: if q { 4 } else { 16 },
+            insert_clients: if q { vec![1, 4] } else { vec![1, 16, 64, 256] },
+            batch_rows: if q { 100 } else { 1000 },
+            tfb_connections: if q { 4 } else { 64 },
+            rate_fraction: a.rate_fraction,
+            keys: if q { 100 } else { 10_000 },
+        })
+    }
+}
+
+/// `/proc/loadavg` (1, 5, 15 minutes): the machine is shared, so the report says how busy it was.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Picks the load generator.
+fn choose_loader(choice: LoaderChoice, tools: &tools::Tools) -> Result<Loader, String> {
+    let oha = tools.oha.clone().map(Loader::Oha);
+    let wrk = tools.wrk.clone().map(Loader::Wrk);
+    match choice {
+        LoaderChoice::Auto => Ok(oha.or(wrk).unwrap_or(Loader::Builtin)),
+        LoaderChoice::Oha => {
+            oha.ok_or_else(|| "oha is not installed (cargo install oha --locked)".into())
+        }
+        LoaderChoice::Wrk => wrk.ok_or_else(|| "wrk is not installed (apt-get install wrk)".into()),
+        LoaderChoice::Builtin => Ok(Loader::Builtin),
+    }
+}
+
+/// Runs the kit; the entry point of `apijet bench`.
+pub async fn run(args: BenchArgs) -> Result<(), String> {
+    tokio::select! {
+        r = run_inner(args) => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted; servers and databases stopped".into()),
+    }
+}
+
+/// Writes results.md, chart.svg and results.html for `report` into `out`.
+fn write_outputs(report: &Report, out: &Path) -> Result<(), String> {
+    let md = report::table::report_markdown(report);
+    std::fs::write(out.join("results.md"), &md)
+        .map_err(|e| format!("cannot write results.md: {e}"))?;
+    report::chart::write(report, out)
+}
+
+async fn run_inner(args: BenchArgs) -> Result<(), String> {
+    if let Some(file) = &args.render {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let report: Report = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a results.json: {e}", file.display()))?;
+        let out = match &args.out {
+            Some(o) => o.clone(),
+            None => file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        std::fs::create_dir_all(&out)
+            .map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+        write_outputs(&report, &out)?;
+        eprintln!(
+            "[bench] wrote {}/results.md, chart.svg, results.html",
+            out.display()
+        );
+        return Ok(());
+    }
+    let settings = Settings::from_args(&args)?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        None => engine::repo_root()
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("bench/out")
+            .join(format!("bench-{stamp}")),
+    };
+    std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let out = out.canonicalize().unwrap_or(out);
+    let tools = tools::Tools::detect();
+    let loader = choose_loader(args.loader, &tools)?;
+    let apijet = match &args.apijet_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?,
+    };
+    let mut engines = args.engines.clone();
+    engines.dedup();
+    let mut scenarios = args.scenarios.clone();
+    scenarios.sort();
+    scenarios.dedup();
+    eprintln!(
+        "[bench] engines: {}; scenarios: {:?}; load: {}; output: {}",
+        engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        scenarios,
+        loader.describe(),
+        out.display()
+    );
+    let mut report = Report {
+        date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: Machine::detect(),
+        loader: loader.describe(),
+        quick: settings.quick,
+        loadavg_start: loadavg(),
+        loadavg_end: String::new(),
+        engines: Vec::new(),
+        scenarios: Vec::new(),
+    };
+    for &engine in &engines {
+        let work = out.join("work").join(engine.name());
+        match run_engine(
+            engine, &args, &settings, &tools, &loader, &apijet, &out, &work,
+        )
+        .await
+        {
+            Ok((version, results)) => {
+                report.engines.push((engine, version));
+                report.scenarios.extend(results);
+            }
+            Err(e) => {
+                eprintln!("[bench] {}: {e}", engine.name());
+                report.engines.push((engine, "unavailable".into()));
+                report.scenarios.push(ScenarioReport {
+                    id: "setup".into(),
+                    engine,
+                    title: "provisioning".into(),
+                    request: String::new(),
+                    goal: "the engine is available".into(),
+                    rows: Vec::new(),
+                    notes: Vec::new(),
+                    verdicts: Vec::new(),
+                    error: Some(e),
+                });
+            }
+        }
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let _ = std::fs::remove_dir_all(out.join("work"));
+    report.loadavg_end = loadavg();
+    report::json::write(&report, &out.join("results.json"))?;
+    write_outputs(&report, &out)?;
+    eprintln!(
+        "[bench] wrote {}/results.json, results.md, chart.svg, results.html",
+        out.display()
+    );
+    let failed: Vec<String> = report
+        .scenarios
+        .iter()
+        .filter_map(|s| {
+            s.error
+                .as_ref()
+                .map(|e| format!("{} on {}: {e}", s.id, s.engine.name()))
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("some scenarios failed:\n  {}", failed.join("\n  ")))
+    }
+}
+
+/// Provisions one engine, generates what the scenarios need, runs them.
+#[allow(clippy::too_many_arguments)]
+async fn run_engine(
+    engine: Engine,
+    args: &BenchArgs,
+    settings: &Settings,
+    tools: &tools::Tools,
+    loader: &Loader,
+    apijet: &Path,
+    out: &Path,
+    work: &Path,
+) -> Result<(String, Vec<ScenarioReport>), String> {
+    let data_dir = out.join("data");
+    let db = engine::open(
+        engine,
+        &engine::Provision {
+            postgres_url: args.postgres_url.as_deref(),
+            mysql_url: args.mysql_url.as_deref(),
+            database: &args.database,
+            data_dir: &data_dir,
+            durable: !args.no_durable,
+        },
+    )
+    .await?;
+    eprintln!(
+        "[bench] {}: {} ({}; {}), {}",
+        engine.name(),
+        db.version,
+        db.origin,
+        db.durability,
+        db.url
+    );
+    // The demo tables (Access, Request, User, Moment, Comment, …) come from `apijet demo`.
+    let status = tokio::process::Command::new(apijet)
+        .arg("demo")
+        .arg("--db")
+        .arg(&db.url)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(|e| format!("cannot run {} demo: {e}", apijet.display()))?;
+    if !status.success() {
+        return Err(format!("apijet demo --db {} failed ({status})", db.url));
+    }
+    let want = |s: ScenarioId| args.scenarios.contains(&s);
+    let mut conn = DbConn::connect(engine, &db.url).await?;
+    data::check_series(&mut conn, engine).await?;
+    if want(ScenarioId::List) {
+        data::t_event::generate(&mut conn, engine, settings.t_event_rows).await?;
+    }
+    if want(ScenarioId::Point) {
+        data::sku::generate(&mut conn, engine, settings.sku_rows).await?;
+    }
+    if want(ScenarioId::Nested) || want(ScenarioId::Tfb) || want(ScenarioId::Insert) {
+        data::demo::scale_up(&mut conn, engine, settings.demo).await?;
+    }
+    drop(conn);
+    let ctx = scenario::Ctx {
+        settings,
+        tools,
+        loader,
+        db: &db,
+        apijet,
+        work: work.to_path_buf(),
+    };
+    let mut results = Vec::new();
+    let mut ids = args.scenarios.clone();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        eprintln!("[bench] {}: scenario {id:?}", engine.name());
+        let r = match id {
+            ScenarioId::List => scenario::list::run(&ctx).await,
+            ScenarioId::Point => scenario::point::run(&ctx).await,
+            ScenarioId::Nested => scenario::nested::run(&ctx).await,
+            ScenarioId::Tfb => scenario::tfb::run(&ctx).await,
+            ScenarioId::Insert => scenario::inserts::run(&ctx).await,
+        };
+        println!("{}", report::table::scenario_section(&r, &db.version));
+        results.push(r);
+    }
+    let version = format!("{}; {}", db.version, db.durability);
+    drop(db);
+    if engine == Engine::Sqlite && !args.keep_data {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
+    Ok((version, results))
+}
