@@ -14,6 +14,7 @@ use axum::http::{header, StatusCode};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use axum::Router;
 use futures_util::{stream, StreamExt};
 use std::sync::Arc;
@@ -244,6 +245,13 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         "apijet listening on http://{addr}, serving {engine} database {}",
         redact(&cfg.db)
     );
+    // Small answers go out at once: without TCP_NODELAY, Nagle's algorithm meets the client's
+    // delayed ACK and holds the last segment of a body for tens of milliseconds.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, router(state, cfg.max_body_bytes))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -175,6 +175,8 @@ fn panel(svg: &mut String, s: &ScenarioReport, x0: f64, y0: f64) {
             r##"<text x="{lx}" y="{t}" font-size="10" fill="#333">{what} latency ms, log scale: median solid, p99 dashed</text><line x1="{lx}" y1="{b}" x2="{r}" y2="{b}" stroke="#999"/>"##,
             what = if open_only {
                 "open-loop"
+            } else if lat.iter().all(|r| r.mode == "single") {
+                "per-request"
             } else {
                 "closed-loop"
             },

@@ -2,7 +2,7 @@
 //! into the README. The fixed columns are JMeter's aggregate report; rows/s, ratio, RSS and
 //! statements appear only in tables where some row has them.
 
-use super::{Report, Row, ScenarioReport};
+use super::{Report, Row, ScenarioReport, Side};
 
 /// Milliseconds with a precision that suits their size.
 fn ms(v: f64) -> String {
@@ -80,7 +80,12 @@ pub fn scenario_table(s: &ScenarioReport) -> String {
             ms(l.max),
             format!("{:.2}", r.error_pct),
             rate(r.req_s),
-            rate(r.kb_s),
+            // Baselines that do not count bytes (pgbench, the raw clients, CLI readers).
+            if r.kb_s == 0.0 && r.side == Side::Baseline {
+                "–".into()
+            } else {
+                rate(r.kb_s)
+            },
         ];
         let opt = |v: Option<String>| v.unwrap_or_else(|| "".into());
         if rows_s {
@@ -146,7 +151,7 @@ pub fn summary_markdown(r: &Report) -> String {
 pub fn report_markdown(r: &Report) -> String {
     let m = &r.machine;
     let mut out = format!(
-        "## apijet bench, {}\n\n{} CPUs ({}), {:.1} GiB RAM, {}; apijet {}; load generator: {}; \
+        "## apijet bench, {}\n\n{} CPUs ({}), {:.1} GiB RAM, {}; repository HEAD {} at run time; load generator: {}; \
          load average {} at the start, {} at the end\n\n`{}`\n\n",
         r.date,
         m.cpus,

@@ -39,7 +39,10 @@ impl MySqlBackend {
                 timeout_ms as f64 / 1000.0
             ));
         }
-        let constraints = PoolConstraints::new(1, pool_size.max(1))
+        // min = max: mysql_async closes connections above the minimum as soon as they are
+        // returned (the idle TTL defaults to zero), which under load meant a new connection,
+        // its set-up and fresh prepares for most requests.
+        let constraints = PoolConstraints::new(pool_size.max(1), pool_size.max(1))
             .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
         let builder = OptsBuilder::from_opts(opts)
             // No reset when a connection goes back to the pool: a reset drops the prepared-statement
