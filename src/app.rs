@@ -12,7 +12,7 @@ use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, ExistenceCheck, RequestRules};
-use apijet_plan::{PlanError, PlanOptions};
+use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::stream::{Chunk, StreamSink};
 use apijet_response::{failure, now_ms, success, ApiError};
@@ -122,6 +122,14 @@ impl AppState {
                 max_page: cfg.max_page,
                 max_depth: cfg.max_depth,
                 max_objects: cfg.max_objects,
+                expr: ExprLimits {
+                    max_length: cfg.max_expr_length,
+                    max_depth: cfg.max_expr_depth,
+                    max_pattern_length: cfg.max_pattern_length,
+                    max_list_items: cfg.max_list_items,
+                },
+                max_rows: cfg.max_rows,
+                max_answer_bytes: cfg.max_answer_bytes,
                 ..PlanOptions::default()
             },
             sessions: Sessions {

@@ -23,6 +23,18 @@ pub struct Config {
     pub max_objects: usize,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Longest text of an expression-bearing key or range string, in bytes.
+    pub max_expr_length: usize,
+    /// Deepest nesting of an expression (parentheses, calls, operator chains).
+    pub max_expr_depth: usize,
+    /// Longest LIKE or regular-expression pattern, in bytes.
+    pub max_pattern_length: usize,
+    /// Most items in one value list.
+    pub max_list_items: usize,
+    /// Most rows one buffered answer holds across its nesting levels.
+    pub max_rows: usize,
+    /// Most bytes (approximately) one buffered answer holds.
+    pub max_answer_bytes: usize,
     /// Statement timeout in milliseconds (0 = none).
     pub statement_timeout_ms: u64,
     /// Database connections per instance.
@@ -55,6 +67,12 @@ pub struct Partial {
     max_depth: Option<usize>,
     max_objects: Option<usize>,
     max_body_bytes: Option<usize>,
+    max_expr_length: Option<usize>,
+    max_expr_depth: Option<usize>,
+    max_pattern_length: Option<usize>,
+    max_list_items: Option<usize>,
+    max_rows: Option<usize>,
+    max_answer_bytes: Option<usize>,
     statement_timeout_ms: Option<u64>,
     pool_size: Option<usize>,
     token_secret: Option<String>,
@@ -80,6 +98,12 @@ impl Default for Config {
             max_depth: 5,
             max_objects: 5,
             max_body_bytes: 1 << 20,
+            max_expr_length: 1024,
+            max_expr_depth: 32,
+            max_pattern_length: 256,
+            max_list_items: 1000,
+            max_rows: 10_000,
+            max_answer_bytes: 16 << 20,
             statement_timeout_ms: 30_000,
             pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
             token_secret: None,
@@ -107,6 +131,12 @@ impl Config {
             max_depth,
             max_objects,
             max_body_bytes,
+            max_expr_length,
+            max_expr_depth,
+            max_pattern_length,
+            max_list_items,
+            max_rows,
+            max_answer_bytes,
             statement_timeout_ms,
             pool_size,
             token_ttl_secs,
@@ -133,8 +163,8 @@ impl Config {
         }
         c.apply(from_env()?);
         c.apply(flags);
-        if c.max_count == 0 || c.max_depth == 0 {
-            return Err("max_count and max_depth must be at least 1".into());
+        if c.max_count == 0 || c.max_depth == 0 || c.max_expr_depth == 0 {
+            return Err("max_count, max_depth and max_expr_depth must be at least 1".into());
         }
         Ok(c)
     }
@@ -171,6 +201,12 @@ fn from_env() -> Result<Partial, String> {
         max_depth: var("APIJET_MAX_DEPTH")?,
         max_objects: var("APIJET_MAX_OBJECTS")?,
         max_body_bytes: var("APIJET_MAX_BODY_BYTES")?,
+        max_expr_length: var("APIJET_MAX_EXPR_LENGTH")?,
+        max_expr_depth: var("APIJET_MAX_EXPR_DEPTH")?,
+        max_pattern_length: var("APIJET_MAX_PATTERN_LENGTH")?,
+        max_list_items: var("APIJET_MAX_LIST_ITEMS")?,
+        max_rows: var("APIJET_MAX_ROWS")?,
+        max_answer_bytes: var("APIJET_MAX_ANSWER_BYTES")?,
         statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
         pool_size: var("APIJET_POOL_SIZE")?,
         token_secret: var("APIJET_TOKEN_SECRET")?,

@@ -37,22 +37,52 @@ pub trait RowSink: Send {
 }
 
 /// Collects rows as JSON objects: NULL columns omitted, JSON columns parsed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CollectSink {
     names: Vec<String>,
     json: Vec<bool>,
     json_outputs: Vec<String>,
     /// The rows read.
     pub rows: Vec<Map<String, Json>>,
+    /// Roughly how many bytes of JSON the rows make.
+    pub bytes: usize,
+    max_rows: usize,
+    max_bytes: usize,
+    /// The rows went past `max_rows` or `max_bytes`: the cursor was stopped there.
+    pub over_budget: bool,
 }
 
 impl CollectSink {
     /// A sink that parses the columns named in `json_outputs` as JSON.
     pub fn new(json_outputs: &[String]) -> CollectSink {
+        CollectSink::within(json_outputs, usize::MAX, usize::MAX)
+    }
+
+    /// A sink that stops the cursor once it holds more than `max_rows` rows or about
+    /// `max_bytes` bytes, so a buffered answer never grows past its budget.
+    pub fn within(json_outputs: &[String], max_rows: usize, max_bytes: usize) -> CollectSink {
         CollectSink {
+            names: Vec::new(),
+            json: Vec::new(),
             json_outputs: json_outputs.to_vec(),
-            ..CollectSink::default()
+            rows: Vec::new(),
+            bytes: 0,
+            max_rows,
+            max_bytes,
+            over_budget: false,
         }
+    }
+}
+
+/// About how many bytes a cell adds to a JSON answer, for budgets (not for framing).
+fn approx_bytes(cell: &Cell<'_>) -> usize {
+    match cell {
+        Cell::Null => 0,
+        Cell::Bool(_) => 5,
+        Cell::Int(_) | Cell::UInt(_) | Cell::Float(_) => 12,
+        Cell::Decimal(s) | Cell::Text(s) | Cell::Json(s) => s.len() + 2,
+        Cell::DateTime(_) | Cell::Date(_) | Cell::Time(_) => 23,
+        Cell::Bytes(b) => b.len() * 2 + 2,
     }
 }
 
@@ -72,12 +102,17 @@ impl RowSink for CollectSink {
                 continue;
             }
             let name = self.names.get(i).cloned().unwrap_or_default();
+            self.bytes += name.len() + 4 + approx_bytes(cell);
             obj.insert(
                 name,
                 cell.to_json(self.json.get(i).copied().unwrap_or(false)),
             );
         }
         self.rows.push(obj);
+        if self.rows.len() > self.max_rows || self.bytes > self.max_bytes {
+            self.over_budget = true;
+            return Err(SinkError::Closed);
+        }
         Ok(())
     }
 }

@@ -36,8 +36,8 @@ impl Combine {
     }
 }
 
-/// Parses a `@combine` string.
-pub fn parse(text: &str) -> Result<Combine, PlanError> {
+/// Parses a `@combine` string; parentheses may nest `max_depth` deep.
+pub fn parse(text: &str, max_depth: usize) -> Result<Combine, PlanError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(PlanError::Invalid("@combine must not be empty".into()));
@@ -46,7 +46,12 @@ pub fn parse(text: &str) -> Result<Combine, PlanError> {
     if !expression_form && t.contains(',') {
         return Ok(legacy(t));
     }
-    let mut p = P { s: t, i: 0 };
+    let mut p = P {
+        s: t,
+        i: 0,
+        depth: 0,
+        max_depth,
+    };
     let c = p.or()?;
     if p.i < p.s.len() {
         return Err(PlanError::Invalid(format!(
@@ -82,6 +87,8 @@ fn legacy(t: &str) -> Combine {
 struct P<'a> {
     s: &'a str,
     i: usize,
+    depth: usize,
+    max_depth: usize,
 }
 
 impl P<'_> {
@@ -116,13 +123,33 @@ impl P<'_> {
     }
 
     fn factor(&mut self) -> Result<Combine, PlanError> {
-        if self.rest().starts_with('!') {
+        // A run of `!` is read in a loop: only its parity matters.
+        let mut negations = 0usize;
+        while self.rest().starts_with('!') {
             self.i += 1;
-            return Ok(Combine::Not(Box::new(self.factor()?)));
+            negations += 1;
         }
+        let inner = self.operand()?;
+        Ok(if negations % 2 == 1 {
+            Combine::Not(Box::new(inner))
+        } else {
+            inner
+        })
+    }
+
+    fn operand(&mut self) -> Result<Combine, PlanError> {
         if self.rest().starts_with('(') {
             self.i += 1;
+            self.depth += 1;
+            if self.depth > self.max_depth {
+                return Err(PlanError::Limit(format!(
+                    "@combine: parentheses nest deeper than the {} levels allowed (setting \
+                     max_expr_depth)",
+                    self.max_depth
+                )));
+            }
             let inner = self.or()?;
+            self.depth -= 1;
             if !self.rest().starts_with(')') {
                 return Err(PlanError::Invalid(format!(
                     "@combine:'{}' is missing a ')'",
@@ -154,9 +181,29 @@ impl P<'_> {
 mod tests {
     use super::*;
 
+    fn parse_test(text: &str) -> Result<Combine, PlanError> {
+        parse(text, 32)
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = format!("{}a{}", "(".repeat(33), ")".repeat(33));
+        assert!(matches!(parse(&deep, 32), Err(PlanError::Limit(_))));
+        let ok = format!("{}a{}", "(".repeat(32), ")".repeat(32));
+        assert_eq!(
+            parse(&ok, 32).expect("32 levels parse"),
+            Combine::Key("a".into())
+        );
+        let bangs = format!("{}a", "!".repeat(200_001));
+        assert_eq!(
+            parse(&bangs, 32).expect("negations parse"),
+            Combine::Not(Box::new(Combine::Key("a".into())))
+        );
+    }
+
     #[test]
     fn expression_form() {
-        let c = parse("(date> | !name!) & (contactIdList<> & name!)").expect("parses");
+        let c = parse_test("(date> | !name!) & (contactIdList<> & name!)").expect("parses");
         assert_eq!(c.keys(), ["date>", "name!", "contactIdList<>", "name!"]);
         assert!(matches!(c, Combine::And(_)));
     }
@@ -164,14 +211,14 @@ mod tests {
     #[test]
     fn spacing_is_strict() {
         assert_eq!(
-            parse("name~|tag~").expect("parses"),
+            parse_test("name~|tag~").expect("parses"),
             Combine::Key("name~|tag~".into())
         );
     }
 
     #[test]
     fn legacy_form() {
-        let c = parse("&a,|b,!c").expect("parses");
+        let c = parse_test("&a,|b,!c").expect("parses");
         assert_eq!(c.keys(), ["a", "b", "c"]);
     }
 }

@@ -58,6 +58,30 @@ pub(crate) fn build<N: Names>(
     if value.is_null() {
         return Ok(Outcome::Skip);
     }
+    let limits = names.limits();
+    if let Json::Array(items) = value {
+        if items.len() > limits.max_list_items {
+            return Err(PlanError::Limit(format!(
+                "{}: {} items is more than the {} allowed in one list (setting max_list_items)",
+                key.raw,
+                items.len(),
+                limits.max_list_items
+            )));
+        }
+    }
+    let pattern_length = |s: &str| {
+        if s.len() > limits.max_pattern_length {
+            Err(PlanError::Limit(format!(
+                "{}: a pattern of {} bytes is longer than the {} allowed (setting \
+                 max_pattern_length)",
+                key.raw,
+                s.len(),
+                limits.max_pattern_length
+            )))
+        } else {
+            Ok(())
+        }
+    };
     let pred = match key.op {
         Op::Eq => {
             let v = scalar(key, value)?;
@@ -138,6 +162,7 @@ pub(crate) fn build<N: Names>(
                         "an empty pattern means nothing and is not allowed",
                     ));
                 }
+                pattern_length(s)?;
                 let pattern = match key.op {
                     Op::LikeWrapped { left, right } => {
                         let mut p = String::with_capacity(s.len() + 4);
@@ -166,6 +191,7 @@ pub(crate) fn build<N: Names>(
                         key.raw
                     )));
                 };
+                pattern_length(s)?;
                 preds.push(Pred::Regex {
                     lhs: lhs.clone(),
                     pattern: Value::Text(s.clone()),

@@ -5,7 +5,7 @@
 //! become bound values. Whatever does not parse is refused with the offending text.
 
 use crate::query::{ArithOp, CmpOp, Expr};
-use crate::PlanError;
+use crate::{ExprLimits, PlanError};
 use apijet_core::Value;
 
 /// SQL functions a client may name (the reference's `SQL_FUNCTION_MAP`, narrowed to the ones
@@ -157,24 +157,66 @@ pub(crate) fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
 pub(crate) trait Names {
     /// `name` as a column, alias or `@key` expression.
     fn resolve(&self, name: &str) -> Result<Expr, PlanError>;
+    /// The bounds on the client's expressions.
+    fn limits(&self) -> ExprLimits;
 }
 
+/// Refuses a client text longer than `max` bytes before any work is spent on it.
+pub(crate) fn check_length(what: &str, text: &str, max: usize) -> Result<(), PlanError> {
+    if text.len() > max {
+        return Err(PlanError::Limit(format!(
+            "{what}: {} bytes is longer than the {max} allowed (setting max_expr_length)",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Shortens a client text for an error message.
+pub(crate) fn excerpt(text: &str) -> &str {
+    match text.char_indices().nth(60) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    }
+}
+
+/// A recursive-descent parser whose recursion is bounded: every parenthesis, call and chained
+/// operator counts one level against `max_depth`, so the tree it builds (and every recursive
+/// walk over it later: rendering, cloning, dropping) is at most that deep.
 pub(crate) struct Parser<'a, N: Names> {
     toks: Vec<Tok>,
     pos: usize,
     names: &'a N,
     src: &'a str,
+    depth: usize,
+    max_depth: usize,
 }
 
 impl<'a, N: Names> Parser<'a, N> {
     pub(crate) fn new(src: &'a str, names: &'a N) -> Result<Self, PlanError> {
+        let limits = names.limits();
+        check_length(excerpt(src), src, limits.max_length)?;
         let toks = tokenize(src).map_err(|e| PlanError::Invalid(format!("'{src}': {e}")))?;
         Ok(Parser {
             toks,
             pos: 0,
             names,
             src,
+            depth: 0,
+            max_depth: limits.max_depth,
         })
+    }
+
+    fn descend(&mut self) -> Result<(), PlanError> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            return Err(PlanError::Limit(format!(
+                "'{}' is nested deeper than the {} levels allowed (setting max_expr_depth)",
+                excerpt(self.src),
+                self.max_depth
+            )));
+        }
+        Ok(())
     }
 
     fn err(&self, what: &str) -> PlanError {
@@ -212,8 +254,10 @@ impl<'a, N: Names> Parser<'a, N> {
     /// Additive level.
     pub(crate) fn expr(&mut self) -> Result<Expr, PlanError> {
         let mut lhs = self.term()?;
+        let base = self.depth;
         while let Some(Tok::Arith(op @ (ArithOp::Add | ArithOp::Sub))) = self.peek().cloned() {
             self.pos += 1;
+            self.descend()?;
             let rhs = self.term()?;
             lhs = Expr::Arith {
                 lhs: Box::new(lhs),
@@ -221,13 +265,18 @@ impl<'a, N: Names> Parser<'a, N> {
                 rhs: Box::new(rhs),
             };
         }
+        self.depth = base;
         Ok(lhs)
     }
 
     /// Continues an expression whose left operand is already known (`{}` items like `%5+1`).
     pub(crate) fn continue_expr(&mut self, lhs: Expr) -> Result<Expr, PlanError> {
         let mut lhs = lhs;
+        let base = self.depth;
         loop {
+            if matches!(self.peek(), Some(Tok::Arith(_) | Tok::Star)) {
+                self.descend()?;
+            }
             match self.peek().cloned() {
                 Some(Tok::Arith(op @ (ArithOp::Mul | ArithOp::Div | ArithOp::Mod))) => {
                     self.pos += 1;
@@ -256,20 +305,28 @@ impl<'a, N: Names> Parser<'a, N> {
                         rhs: Box::new(rhs),
                     };
                 }
-                _ => return Ok(lhs),
+                _ => {
+                    self.depth = base;
+                    return Ok(lhs);
+                }
             }
         }
     }
 
     fn term(&mut self) -> Result<Expr, PlanError> {
         let mut lhs = self.primary()?;
+        let base = self.depth;
         loop {
             let op = match self.peek() {
                 Some(Tok::Arith(op @ (ArithOp::Mul | ArithOp::Div | ArithOp::Mod))) => *op,
                 Some(Tok::Star) => ArithOp::Mul,
-                _ => return Ok(lhs),
+                _ => {
+                    self.depth = base;
+                    return Ok(lhs);
+                }
             };
             self.pos += 1;
+            self.descend()?;
             let rhs = self.primary()?;
             lhs = Expr::Arith {
                 lhs: Box::new(lhs),
@@ -290,7 +347,9 @@ impl<'a, N: Names> Parser<'a, N> {
             },
             Some(Tok::Str(s)) => Ok(Expr::Value(Value::Text(s))),
             Some(Tok::LParen) => {
+                self.descend()?;
                 let inner = self.expr()?;
+                self.depth -= 1;
                 match self.next() {
                     Some(Tok::RParen) => Ok(inner),
                     _ => Err(self.err("')' is missing")),
@@ -299,7 +358,10 @@ impl<'a, N: Names> Parser<'a, N> {
             Some(Tok::Name(name)) => {
                 if self.peek() == Some(&Tok::LParen) {
                     self.pos += 1;
-                    self.call(&name)
+                    self.descend()?;
+                    let call = self.call(&name);
+                    self.depth -= 1;
+                    call
                 } else {
                     self.names.resolve(&name)
                 }

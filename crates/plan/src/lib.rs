@@ -41,6 +41,38 @@ pub struct PlanOptions {
     pub max_objects: usize,
     /// Most arrays in one container.
     pub max_arrays: usize,
+    /// Bounds on expression texts and patterns.
+    pub expr: ExprLimits,
+    /// Most rows one buffered answer may hold, across all its nesting levels.
+    pub max_rows: usize,
+    /// Most bytes (approximately) one buffered answer may hold.
+    pub max_answer_bytes: usize,
+}
+
+/// Bounds on what a client may write inside values: checked before anything is parsed, so a
+/// hostile expression costs a length comparison, never a deep recursion or a slow query.
+#[derive(Debug, Clone, Copy)]
+pub struct ExprLimits {
+    /// Longest text of an expression-bearing key (`@column`, `@having`, `@key`, `@combine`,
+    /// `@order`, `@group`, …) or range string, in bytes.
+    pub max_length: usize,
+    /// Deepest nesting of an expression: parentheses, function calls and operator chains.
+    pub max_depth: usize,
+    /// Longest LIKE or regular-expression pattern, in bytes.
+    pub max_pattern_length: usize,
+    /// Most items in one value list (`k{}: […]`, `k<>`, LIKE and regex lists).
+    pub max_list_items: usize,
+}
+
+impl Default for ExprLimits {
+    fn default() -> Self {
+        ExprLimits {
+            max_length: 1024,
+            max_depth: 32,
+            max_pattern_length: 256,
+            max_list_items: 1000,
+        }
+    }
 }
 
 impl Default for PlanOptions {
@@ -52,6 +84,9 @@ impl Default for PlanOptions {
             max_depth: 5,
             max_objects: 5,
             max_arrays: 5,
+            expr: ExprLimits::default(),
+            max_rows: 10_000,
+            max_answer_bytes: 16 << 20,
         }
     }
 }

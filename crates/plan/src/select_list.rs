@@ -3,7 +3,7 @@
 use crate::expr::{Names, Parser};
 use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
 use crate::schema::{ColumnKind, Table};
-use crate::PlanError;
+use crate::{ExprLimits, PlanError};
 use apijet_request::is_name;
 use std::collections::HashMap;
 
@@ -11,6 +11,7 @@ use std::collections::HashMap;
 /// for HAVING and ORDER BY, its select-list aliases.
 pub(crate) struct TableNames<'a> {
     pub table: &'a Table,
+    pub limits: ExprLimits,
     /// Output names of a FROM subquery, when the object selects from one.
     pub subquery_columns: Option<Vec<String>>,
     pub qualifier: Ident,
@@ -58,6 +59,10 @@ impl Names for TableNames<'_> {
             table: self.table.api_name.clone(),
             column: name.to_string(),
         })
+    }
+
+    fn limits(&self) -> ExprLimits {
+        self.limits
     }
 }
 

@@ -4,12 +4,13 @@
 
 use crate::combine::{self, Combine};
 use crate::condition::{self, Outcome};
+use crate::expr::check_length;
 use crate::query::{
     CastType, CmpOp, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
 };
 use crate::schema::Table;
 use crate::select_list::{self, TableNames};
-use crate::{access, Ctx, PlanError};
+use crate::{access, Ctx, ExprLimits, PlanError};
 use apijet_core::Role;
 use apijet_request::{ConditionKey, Logic, Op, SubqueryObject, TableEntry, TableObject};
 use serde_json::Value as Json;
@@ -75,6 +76,8 @@ pub struct TablePlan {
     pub role: Role,
     /// Predicates the role adds (OWNER, CONTACT, CIRCLE).
     pub role_filter: Option<Pred>,
+    /// Bounds on the expressions of conditions completed later (references).
+    pub limits: ExprLimits,
     /// Unknown `@x` keywords and echoed objects, answered as sent.
     pub echoes: Vec<(String, Json)>,
 }
@@ -92,6 +95,16 @@ const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
 impl TablePlan {
     /// Plans a table object for `ctx.method`.
     pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        // Every keyword's text is bounded before any of them is parsed.
+        for e in &obj.entries {
+            if let TableEntry::Keyword {
+                name,
+                value: Json::String(text),
+            } = e
+            {
+                check_length(&format!("@{name}"), text, ctx.options.expr.max_length)?;
+            }
+        }
         let kw = |name: &str| {
             obj.entries.iter().find_map(|e| match e {
                 TableEntry::Keyword { name: n, value } if n == name => Some(value),
@@ -123,6 +136,7 @@ impl TablePlan {
         };
         let mut names = TableNames {
             table: &table,
+            limits: ctx.options.expr,
             subquery_columns: from.as_ref().map(|s| {
                 s.columns
                     .iter()
@@ -277,7 +291,7 @@ impl TablePlan {
 
         let combine = match kw("combine").and_then(text_of) {
             Some(t) => {
-                let c = combine::parse(&t)?;
+                let c = combine::parse(&t, ctx.options.expr.max_depth)?;
                 for k in c.keys() {
                     if FORCED_KEYS.contains(&k) {
                         return Err(PlanError::Forbidden(format!(
@@ -316,6 +330,7 @@ impl TablePlan {
             drop: kw("drop").and_then(Json::as_bool).unwrap_or(false),
             role,
             role_filter,
+            limits: ctx.options.expr,
             echoes,
         })
     }
@@ -338,6 +353,7 @@ impl TablePlan {
     fn build(&self, mut resolve: Option<Resolver<'_>>) -> Result<Option<Select>, PlanError> {
         let names = TableNames {
             table: &self.table,
+            limits: self.limits,
             subquery_columns: None,
             qualifier: self.alias.clone(),
             keys: HashMap::new(),

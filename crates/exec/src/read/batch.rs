@@ -16,6 +16,7 @@ use apijet_plan::TablePlan;
 use apijet_request::{ArrayObject, ConditionKey, Logic, Member, Node, Op, TableEntry, TableObject};
 use apijet_sql::render;
 use serde_json::{Map, Value as Json};
+use std::collections::{HashMap, HashSet};
 
 /// A reference of a member to its item's main object: `vice = main`.
 struct Link {
@@ -76,12 +77,12 @@ fn in_object(
         match e {
             TableEntry::RefCondition { key, .. } => {
                 let i = links.iter().position(|l| l.vice == key.column).unwrap_or(0);
-                let mut distinct: Vec<Json> = Vec::new();
-                for v in &values[i] {
-                    if !distinct.contains(v) {
-                        distinct.push(v.clone());
-                    }
-                }
+                let mut seen = HashSet::new();
+                let distinct: Vec<Json> = values[i]
+                    .iter()
+                    .filter(|v| seen.insert(match_key(std::iter::once(Some(*v)))))
+                    .cloned()
+                    .collect();
                 let key = ConditionKey::parse(&format!("{}{{}}", key.column))
                     .map_err(|e| ExecError::Invalid(e.to_string()))?;
                 entries.push(TableEntry::Condition {
@@ -116,25 +117,47 @@ fn in_object(
     ))
 }
 
-fn same(a: &Json, b: &Json) -> bool {
-    match (a.as_f64(), b.as_f64()) {
-        (Some(x), Some(y)) => x == y,
-        _ => match (a, b) {
-            (Json::String(s), other) | (other, Json::String(s)) if other.is_number() => {
-                s == &other.to_string()
-            }
-            _ => a == b,
-        },
+/// The text two link values share when they are equal as the database compared them: numbers
+/// by value (`1` = `1.0`), a string equal to a number's text equal to that number.
+fn match_key<'a>(values: impl Iterator<Item = Option<&'a Json>>) -> Option<String> {
+    use std::fmt::Write;
+    let mut key = String::new();
+    for v in values {
+        match v? {
+            Json::Number(n) => match n.as_f64() {
+                Some(f) => write!(key, "{f}"),
+                None => write!(key, "{n}"),
+            },
+            Json::String(s) => write!(key, "{s}"),
+            Json::Null => return None,
+            other => write!(key, "\u{1}{other}"),
+        }
+        .ok()?;
+        key.push('\u{0}');
     }
+    Some(key)
 }
 
-fn matches(row: &Map<String, Json>, links: &[Link], main: &Map<String, Json>) -> bool {
-    links
-        .iter()
-        .all(|l| match (row.get(&l.vice), main.get(&l.main)) {
-            (Some(a), Some(b)) => same(a, b),
-            _ => false,
-        })
+/// Row positions by the values of their linked columns: each item finds its rows in one
+/// lookup, so handing N rows to M items costs N + M, not N × M.
+fn index_rows(rows: &[Map<String, Json>], links: &[Link]) -> HashMap<String, Vec<usize>> {
+    let mut index: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        if let Some(k) = match_key(links.iter().map(|l| row.get(&l.vice))) {
+            index.entry(k).or_default().push(i);
+        }
+    }
+    index
+}
+
+fn rows_of<'a>(
+    index: &'a HashMap<String, Vec<usize>>,
+    links: &[Link],
+    main: &Map<String, Json>,
+) -> &'a [usize] {
+    match_key(links.iter().map(|l| main.get(&l.main)))
+        .and_then(|k| index.get(&k))
+        .map_or(&[], Vec::as_slice)
 }
 
 fn strip(
@@ -231,16 +254,21 @@ impl Reader<'_> {
         let rows = self
             .rows(&render(self.env.dialect, &select), &plan.json_outputs)
             .await?;
-        Ok(Some(
-            mains
-                .iter()
-                .zip(present)
-                .map(|(main, ok)| {
-                    let row = rows.iter().find(|r| ok && matches(r, &links, main))?;
-                    Some(Json::Object(strip(row.clone(), &added, &plan.echoes)))
-                })
-                .collect(),
-        ))
+        let index = index_rows(&rows, &links);
+        let placed: Vec<Option<Json>> = mains
+            .iter()
+            .zip(present)
+            .map(|(main, ok)| {
+                let &first = rows_of(&index, &links, main).first().filter(|_| ok)?;
+                Some(Json::Object(strip(
+                    rows[first].clone(),
+                    &added,
+                    &plan.echoes,
+                )))
+            })
+            .collect();
+        self.hold_copies(placed.iter().flatten().count(), &rows)?;
+        Ok(Some(placed))
     }
 
     async fn batch_array(
@@ -305,6 +333,14 @@ impl Reader<'_> {
             .rows(&render(self.env.dialect, &windowed), &plan.json_outputs)
             .await?;
         let unwrapped = a.key.table.is_some();
+        let index = index_rows(&rows, &links);
+        let placed_rows: usize = mains
+            .iter()
+            .zip(&present)
+            .filter(|(_, ok)| **ok)
+            .map(|(main, _)| rows_of(&index, &links, main).len())
+            .sum();
+        self.hold_copies(placed_rows, &rows)?;
         Ok(Some(
             mains
                 .iter()
@@ -313,9 +349,9 @@ impl Reader<'_> {
                     if !ok {
                         return None;
                     }
-                    let items: Vec<Json> = rows
+                    let items: Vec<Json> = rows_of(&index, &links, main)
                         .iter()
-                        .filter(|r| matches(r, &links, main))
+                        .map(|&i| &rows[i])
                         .map(|r| {
                             let obj = Json::Object(strip(r.clone(), &added, &plan.echoes));
                             if !unwrapped {

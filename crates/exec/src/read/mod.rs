@@ -50,6 +50,10 @@ struct Reader<'a> {
     subqueries: HashMap<String, Select>,
     /// Statements run so far for this request (the benchmark's proof of one per level).
     statements: std::sync::atomic::AtomicUsize,
+    /// Rows and approximate bytes this answer holds so far, against `max_rows` and
+    /// `max_answer_bytes`.
+    held_rows: std::sync::atomic::AtomicUsize,
+    held_bytes: std::sync::atomic::AtomicUsize,
     /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
     /// reference fills from the joined row without a statement of their own.
     quiet_explain: Vec<String>,
@@ -100,6 +104,21 @@ fn with_pre_functions(
     }))
 }
 
+/// About how many bytes an object adds to a JSON answer, for budgets.
+fn approx_object_bytes(row: &Map<String, Json>) -> usize {
+    row.iter()
+        .map(|(k, v)| {
+            k.len()
+                + 4
+                + match v {
+                    Json::String(s) => s.len() + 2,
+                    Json::Array(_) | Json::Object(_) => 64,
+                    _ => 12,
+                }
+        })
+        .sum()
+}
+
 /// What a read produced.
 pub struct Outcome {
     /// The answered members, in request order.
@@ -122,6 +141,8 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError
         subqueries: HashMap::new(),
         quiet_explain: Vec::new(),
         statements: Default::default(),
+        held_rows: Default::default(),
+        held_bytes: Default::default(),
     };
     let mut out = Map::new();
     reader
@@ -228,11 +249,55 @@ impl<'a> Reader<'a> {
         stmt: &Statement,
         json: &[String],
     ) -> Result<Vec<Map<String, Json>>, ExecError> {
-        let mut sink = CollectSink::new(json);
-        self.statements
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.env.backend.fetch(stmt, &mut sink).await?;
+        use std::sync::atomic::Ordering::Relaxed;
+        let opts = self.env.options;
+        let mut sink = CollectSink::within(
+            json,
+            opts.max_rows.saturating_sub(self.held_rows.load(Relaxed)),
+            opts.max_answer_bytes
+                .saturating_sub(self.held_bytes.load(Relaxed)),
+        );
+        self.statements.fetch_add(1, Relaxed);
+        match self.env.backend.fetch(stmt, &mut sink).await {
+            Err(ExecError::ClientGone) if sink.over_budget => return Err(self.over_budget()),
+            other => other?,
+        };
+        self.hold(sink.rows.len(), sink.bytes)?;
         Ok(sink.rows)
+    }
+
+    /// Counts rows placed in the answer beyond those fetched (one row shared by many items).
+    fn hold(&self, rows: usize, bytes: usize) -> Result<(), ExecError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let opts = self.env.options;
+        let held_rows = self.held_rows.fetch_add(rows, Relaxed) + rows;
+        let held_bytes = self.held_bytes.fetch_add(bytes, Relaxed) + bytes;
+        if held_rows > opts.max_rows || held_bytes > opts.max_answer_bytes {
+            return Err(self.over_budget());
+        }
+        Ok(())
+    }
+
+    /// Counts the copies of fetched rows that the answer holds beyond the rows themselves:
+    /// one author shared by a hundred items is a hundred objects in the answer.
+    fn hold_copies(&self, placed: usize, fetched: &[Map<String, Json>]) -> Result<(), ExecError> {
+        let extra = placed.saturating_sub(fetched.len());
+        if extra == 0 {
+            return Ok(());
+        }
+        let fetched_bytes: usize = fetched.iter().map(approx_object_bytes).sum();
+        let per_row = fetched_bytes / fetched.len().max(1);
+        self.hold(extra, extra.saturating_mul(per_row))
+    }
+
+    fn over_budget(&self) -> ExecError {
+        let opts = self.env.options;
+        ExecError::Plan(PlanError::Limit(format!(
+            "the answer would hold more than {} rows or {} bytes across its levels (settings \
+             max_rows, max_answer_bytes): ask for fewer with count and page, or fewer nested \
+             levels",
+            opts.max_rows, opts.max_answer_bytes
+        )))
     }
 
     async fn count(&self, select: &Select) -> Result<u64, ExecError> {
