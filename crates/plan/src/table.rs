@@ -615,6 +615,13 @@ fn is_known_keyword(name: &str) -> bool {
 /// Plans a subquery object into a complete SELECT (literal conditions only).
 pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
     use apijet_request::Node;
+    let depth = subquery_depth(sq);
+    if depth > ctx.options.max_depth {
+        return Err(PlanError::Limit(format!(
+            "subqueries nest {depth} levels deep, more than the limit of {} (setting max_depth)",
+            ctx.options.max_depth
+        )));
+    }
     let table = sq
         .items
         .members
@@ -636,4 +643,26 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         select.offset = sq.page.as_ref().and_then(Json::as_u64).unwrap_or(0) * c;
     }
     Ok(select)
+}
+
+/// How deep subqueries nest in `sq`, itself included. The tree is at most as deep as the JSON
+/// parser allows, so this walk is bounded; planning (and every engine's parser) is not.
+fn subquery_depth(sq: &SubqueryObject) -> usize {
+    use apijet_request::Node;
+    1 + sq
+        .items
+        .members
+        .iter()
+        .filter_map(|m| match &m.node {
+            Node::Table(t) => Some(t),
+            _ => None,
+        })
+        .flat_map(|t| t.entries.iter())
+        .filter_map(|e| match e {
+            TableEntry::SubqueryCondition { subquery, .. } => Some(subquery_depth(subquery)),
+            TableEntry::FromSubquery(subquery) => Some(subquery_depth(subquery)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
