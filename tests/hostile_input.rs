@@ -130,6 +130,20 @@ fn nested_answers_have_a_row_budget_and_memory_stays_flat() {
         "[]": {"count": 100, "Comment": {}, "[]": {"count": 100, "User": {}}}}})
     .to_string();
     on_every_engine("nested_budget", |engine, s| {
+        // The largest answer within the budget: 100 moments with 99 comments each, 10,000 rows.
+        let idle = s.rss_kib();
+        let r = s.post_json(
+            "/get",
+            &json!({"[]": {"count": 100, "Moment": {}, "[]": {"count": 99, "Comment": {}}}}),
+        );
+        assert_eq!(code(&r), 200, "{engine}: {}", r["msg"]);
+        if let (Some(idle), Some(peak)) = (idle, s.peak_rss_kib()) {
+            assert!(
+                peak < idle + 64 * 1024,
+                "{engine}: a 10,000-row answer peaked at {peak} KiB from {idle} KiB idle"
+            );
+        }
+
         let mut after_first = None;
         for round in 0..6 {
             let (r, _) = timed(s, "/get", &attack);

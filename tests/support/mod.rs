@@ -340,10 +340,19 @@ impl Server {
 
     /// The server's resident memory in KiB (Linux `/proc`), `None` where it cannot be read.
     pub fn rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmRSS:")
+    }
+
+    /// The server's peak resident memory so far in KiB (Linux `/proc`).
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmHWM:")
+    }
+
+    fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
     }
 

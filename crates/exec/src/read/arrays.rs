@@ -178,8 +178,10 @@ impl Reader<'_> {
                     let r = match batched.get(m).and_then(Option::as_ref) {
                         Some(values) => {
                             if let Some(v) = values.get(i).cloned().flatten() {
-                                self.results
-                                    .insert(join(&item_path, &member.key), v.clone());
+                                let path = join(&item_path, &member.key);
+                                if self.refs.object(&path) {
+                                    self.results.insert(path, v.clone());
+                                }
                                 item_out.insert(member.key.clone(), v);
                             }
                             Ok(true)

@@ -16,10 +16,10 @@ use apijet_core::Method;
 use apijet_plan::query::Select;
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan, Visitor};
-use apijet_request::{Member, Node, Request, TableEntry, TableObject};
+use apijet_request::{Container, Member, Node, Request, TableEntry, TableObject};
 use apijet_sql::{render, Dialect, Statement};
 use serde_json::{json, Map, Value as Json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -57,6 +57,9 @@ struct Reader<'a> {
     /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
     /// reference fills from the joined row without a statement of their own.
     quiet_explain: Vec<String>,
+    /// What references read: array keys read whole or by index, and every key named on a
+    /// reference path; see [`References`].
+    refs: References,
 }
 
 /// Runs one planned SELECT and collects its rows as JSON objects (internal lookups).
@@ -140,6 +143,11 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError
         scopes: Vec::new(),
         subqueries: HashMap::new(),
         quiet_explain: Vec::new(),
+        refs: {
+            let mut refs = References::default();
+            refs.collect(&req.root);
+            refs
+        },
         statements: Default::default(),
         held_rows: Default::default(),
         held_bytes: Default::default(),
@@ -152,6 +160,64 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError
         results: out,
         statements: reader.statements.into_inner(),
     })
+}
+
+/// What the request's references can read. Results are kept for references only, and keeping
+/// one is a copy of it (of everything nested in it, for an array), so a result is kept only
+/// when some reference path names its key: an object under its table key, an array when a
+/// reference reads it whole (`"Moment-id[]"`) or by item index (`"[]/0/Moment/id"`); other
+/// arrays are reached through their items' objects.
+#[derive(Default)]
+struct References {
+    whole_arrays: HashSet<String>,
+    keys: HashSet<String>,
+}
+
+impl References {
+    fn path(&mut self, p: &str) {
+        let decoded = percent_decode(p);
+        let segments: Vec<&str> = decoded.split('/').collect();
+        for (i, seg) in segments.iter().enumerate() {
+            let next = segments.get(i + 1);
+            if seg.ends_with("[]") && next.is_none_or(|n| n.parse::<usize>().is_ok()) {
+                self.whole_arrays.insert((*seg).to_string());
+            }
+            self.keys.insert((*seg).to_string());
+        }
+    }
+
+    fn table(&mut self, t: &TableObject) {
+        for e in &t.entries {
+            match e {
+                TableEntry::RefCondition { path, .. } => self.path(path),
+                TableEntry::SubqueryCondition { subquery, .. } => self.collect(&subquery.items),
+                TableEntry::FromSubquery(subquery) => self.collect(&subquery.items),
+                TableEntry::Child(m) => self.member(m),
+                _ => {}
+            }
+        }
+    }
+
+    fn member(&mut self, m: &Member) {
+        match &m.node {
+            Node::Table(t) => self.table(t),
+            Node::Array(a) => self.collect(&a.items),
+            Node::Reference(p) => self.path(p),
+            Node::Subquery(sq) => self.collect(&sq.items),
+            _ => {}
+        }
+    }
+
+    fn collect(&mut self, c: &Container) {
+        for m in &c.members {
+            self.member(m);
+        }
+    }
+
+    /// Whether the object at `path` (ending in its key) may be read by a reference.
+    fn object(&self, path: &str) -> bool {
+        self.keys.contains(path.rsplit('/').next().unwrap_or(path))
+    }
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -377,8 +443,10 @@ impl<'a> Reader<'a> {
                         }
                         match res.value {
                             Some(v) => {
-                                out.insert(m.key.clone(), v.clone());
-                                self.results.insert(join(path, &m.key), v);
+                                if self.refs.whole_arrays.contains(&m.key) {
+                                    self.results.insert(join(path, &m.key), v.clone());
+                                }
+                                out.insert(m.key.clone(), v);
                             }
                             None if first && res.empty => {
                                 out.clear();
@@ -510,8 +578,11 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        self.results
-            .insert(obj_path.to_string(), Json::Object(obj.clone()));
+        let keep = self.refs.object(obj_path);
+        if keep {
+            self.results
+                .insert(obj_path.to_string(), Json::Object(obj.clone()));
+        }
         let children: Vec<Member> = t
             .entries
             .iter()
@@ -523,8 +594,10 @@ impl<'a> Reader<'a> {
         if !children.is_empty() {
             self.container(&children, obj_path, &mut obj, depth + 1, false)
                 .await?;
-            self.results
-                .insert(obj_path.to_string(), Json::Object(obj.clone()));
+            if keep {
+                self.results
+                    .insert(obj_path.to_string(), Json::Object(obj.clone()));
+            }
         }
         Ok(obj)
     }
