@@ -14,6 +14,8 @@ mod tests;
 #[cfg(test)]
 mod tests_batch;
 #[cfg(test)]
+mod tests_columns;
+#[cfg(test)]
 mod tests_keys;
 
 use std::collections::HashMap;
@@ -235,8 +237,30 @@ fn bad_rule(msg: String) -> PlanError {
 /// method.
 pub fn verify(
     method: Method,
+    body: Map<String, Value>,
+    rules: &RequestRules,
+) -> Result<Verified, PlanError> {
+    verify_with(method, body, rules, false)
+}
+
+/// [`verify`] for a request the server runs without the `Access` role lists (`/register`):
+/// every object is read as if its structure said `REFUSE: "!"`, so only what the structure
+/// names (MUST, `!key`, TYPE and VERIFY keys, declared objects) may be sent. Without this a
+/// sign-up could set any column, e.g. `User.contactIdList`, which logins turn into CONTACT
+/// and CIRCLE reach.
+pub fn verify_whitelisted(
+    method: Method,
+    body: Map<String, Value>,
+    rules: &RequestRules,
+) -> Result<Verified, PlanError> {
+    verify_with(method, body, rules, true)
+}
+
+fn verify_with(
+    method: Method,
     mut body: Map<String, Value>,
     rules: &RequestRules,
+    whitelist: bool,
 ) -> Result<Verified, PlanError> {
     if method.is_public() {
         return Ok(Verified {
@@ -277,6 +301,8 @@ pub fn verify(
         method,
         rules,
         checks: Vec::new(),
+        root_role: body.get("@role").cloned(),
+        whitelist,
     };
     verify_tagged(&mut ctx, &tag, version, &mut body)?;
 

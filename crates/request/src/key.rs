@@ -172,10 +172,21 @@ pub struct ConditionKey {
 impl ConditionKey {
     /// Parses a condition key from the end, as the reference does (AbstractSQLConfig.gainRealKey).
     pub fn parse(raw: &str) -> Result<ConditionKey, RequestError> {
-        let bad = |reason: &str| RequestError::BadKey {
+        let key = ConditionKey::lenient(raw).ok_or_else(|| RequestError::BadKey {
             key: raw.to_string(),
-            reason: reason.to_string(),
-        };
+            reason: "not a valid column name".to_string(),
+        })?;
+        if matches!(key.op, Op::Gt | Op::Ge | Op::Lt | Op::Le) && key.logic != Logic::Default {
+            return Err(RequestError::LogicWithComparison {
+                key: raw.to_string(),
+            });
+        }
+        Ok(key)
+    }
+
+    /// The same grammar without the checks that only the planner needs (`id!>` still names
+    /// `id` here); `None` when no column name is left once the suffixes are read.
+    pub fn lenient(raw: &str) -> Option<ConditionKey> {
         let mut rest = raw;
         let reference = if let Some(r) = rest.strip_suffix('@') {
             rest = r;
@@ -183,8 +194,7 @@ impl ConditionKey {
         } else {
             false
         };
-        let (op, body) = split_op(rest);
-        let mut body = body;
+        let (op, mut body) = split_op(rest);
         let logic = match body.chars().last() {
             Some('&') => Logic::And,
             Some('|') => Logic::Or,
@@ -202,15 +212,7 @@ impl ConditionKey {
         if length.is_some() {
             body = &body[..body.len() - 1];
         }
-        if !is_name(body) {
-            return Err(bad("not a valid column name"));
-        }
-        if matches!(op, Op::Gt | Op::Ge | Op::Lt | Op::Le) && logic != Logic::Default {
-            return Err(RequestError::LogicWithComparison {
-                key: raw.to_string(),
-            });
-        }
-        Ok(ConditionKey {
+        is_name(body).then(|| ConditionKey {
             raw: raw.to_string(),
             column: body.to_string(),
             length,
@@ -218,6 +220,31 @@ impl ConditionKey {
             op,
             reference,
         })
+    }
+
+    /// The column any key of a table object names, whatever its operator or form
+    /// (`balance+`, `_password$`, `id{}@`, `id!>`, `name[~`, `isPraised()`,
+    /// `verifyIdList-()`), so that rules written for a column hold for every spelling of it.
+    /// `None` for `@` keywords and keys that name no column (`Table[]`, `Moment[].page`).
+    pub fn column_of(raw: &str) -> Option<String> {
+        if raw.starts_with('@') {
+            return None;
+        }
+        if let Some(function) = raw.strip_suffix("()") {
+            let name = function
+                .strip_suffix(['+', '-'])
+                .unwrap_or(function);
+            return is_name(name).then(|| name.to_string());
+        }
+        ConditionKey::lenient(raw).map(|k| k.column)
+    }
+
+    /// A plain `column: value` key: no operator, logic, length function or reference.
+    pub fn is_plain(&self) -> bool {
+        self.op == Op::Eq
+            && self.logic == Logic::Default
+            && self.length.is_none()
+            && !self.reference
     }
 }
 
@@ -338,6 +365,22 @@ mod tests {
         assert_eq!(ck("id}{@").op, Op::Exists);
         assert_eq!(ck("balance+").op, Op::Add);
         assert_eq!(ck("praiseUserIdList-").op, Op::Sub);
+    }
+
+    #[test]
+    fn every_key_form_names_its_column() {
+        for key in [
+            "balance", "balance+", "balance-", "balance$", "balance%", "balance~", "balance*~",
+            "balance{}", "balance&{}", "balance|{}", "balance!{}", "balance!", "balance>",
+            "balance>=", "balance<", "balance<=", "balance<>", "balance@", "balance()",
+            "balance-()", "balance+()", "balance}{", "balance[", "balance[>", "balance{{}",
+            "balance!>", "balance%$", "balance{}@",
+        ] {
+            assert_eq!(ConditionKey::column_of(key).as_deref(), Some("balance"), "{key}");
+        }
+        for key in ["@role", "Moment[]", "Moment[].page", "a b", ""] {
+            assert_eq!(ConditionKey::column_of(key), None, "{key}");
+        }
     }
 
     #[test]

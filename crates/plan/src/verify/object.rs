@@ -8,10 +8,10 @@
 use std::collections::HashSet;
 
 use apijet_core::Method;
-use apijet_request::is_table_key;
+use apijet_request::{is_table_key, ConditionKey};
 use serde_json::{Map, Value};
 
-use super::value::{verify_type, verify_value};
+use super::value::{verify_type, verify_value, verify_verified_forms};
 use super::{bad_rule, ExistenceCheck, RequestRules};
 use crate::PlanError;
 
@@ -45,6 +45,23 @@ pub(super) struct Ctx<'a> {
     pub rules: &'a RequestRules,
     /// UNIQUE / EXIST checks collected so far, in verification order.
     pub checks: Vec<ExistenceCheck>,
+    /// The `@role` the client put at the root: objects without their own role inherit it.
+    pub root_role: Option<Value>,
+    /// `/register`: the structure is a whitelist, as if every object said `REFUSE: "!"`, so
+    /// a sign-up can set no column the structure does not name.
+    pub whitelist: bool,
+}
+
+/// The column a key names, whatever operator or form spells it (see
+/// [`ConditionKey::column_of`]).
+pub(super) fn column(key: &str) -> Option<String> {
+    ConditionKey::column_of(key)
+}
+
+/// Whether request key `key` names `rule_key` or, for a rule on a column, any spelling of that
+/// column: rules hold for columns, not spellings.
+fn names_same(key: &str, rule_key: &str, rule_column: Option<&str>) -> bool {
+    key == rule_key || rule_column.is_some_and(|c| column(key).as_deref() == Some(c))
 }
 
 /// How messages name an object: the root has no key.
@@ -104,7 +121,8 @@ pub(super) fn verify_object(
     }
 
     for k in key_list(target, "REMOVE")? {
-        real.shift_remove(k);
+        let col = column(k);
+        real.retain(|key, _| !names_same(key, k, col.as_deref()));
     }
 
     let must = key_list(target, "MUST")?;
@@ -187,11 +205,12 @@ pub(super) fn verify_object(
     if let Some(types) = rule_map(target, "TYPE")? {
         for (k, ty) in types {
             if !OPERATIONS.contains(&k.as_str()) {
-                verify_type(k, ty, real.get(k))?;
+                verify_type(k, ty, real)?;
             }
         }
     }
     if let Some(rules) = rule_map(target, "VERIFY")? {
+        verify_verified_forms(rules, real)?;
         for (k, rule) in rules {
             if !OPERATIONS.contains(&k.as_str()) {
                 verify_value(k, rule, real, ctx.rules.patterns())?;
@@ -210,13 +229,28 @@ pub(super) fn verify_object(
             if OPERATIONS.contains(&k.as_str()) {
                 continue;
             }
-            let present = real.contains_key(k);
+            let col = column(k);
+            let present = real.keys().any(|key| names_same(key, k, col.as_deref()));
+            if k == "@role" && matches!(apply, Apply::IfAbsent) {
+                // A role the structure gives is the role: a client may not choose a wider one
+                // (the reference lets the client's @role win here).
+                if let Some(sent) = real.get(k).filter(|sent| *sent != v) {
+                    return Err(PlanError::Forbidden(format!(
+                        "{m} request: {} may not contain @role:{sent}: the Request structure \
+                         gives this object the role {v}",
+                        show(name)
+                    )));
+                }
+            }
             let set = match apply {
                 Apply::IfAbsent => !present,
                 Apply::Always => true,
                 Apply::IfPresent => present,
             };
             if set {
+                // What the structure sets replaces every spelling of the column the client
+                // sent, so `balance+` cannot ride along with a structure-given `balance`.
+                real.retain(|key, _| key == k || !names_same(key, k, col.as_deref()));
                 real.insert(k.clone(), v.clone());
             }
         }
@@ -233,6 +267,19 @@ pub(super) fn verify_object(
                 "{op} in {} is not inside a table object",
                 show(name)
             )));
+        }
+        for k in &keys {
+            let col = column(k);
+            if let Some(other) = real
+                .keys()
+                .find(|key| *key != k && names_same(key, k, col.as_deref()))
+            {
+                return Err(PlanError::Invalid(format!(
+                    "{m} request: {} may not contain {other}: {op} checks {k} and only a plain \
+                     {k}:value can be checked",
+                    show(name)
+                )));
+            }
         }
         if keys.iter().all(|k| is_missing(real.get(*k))) {
             // Nothing is written to these columns, so there is nothing to collide with or
@@ -267,6 +314,11 @@ enum Apply {
 }
 
 /// REFUSE, then the keys that no private request may carry, whatever the structure says.
+///
+/// A refused column is refused in every spelling (`balance` refuses `balance+`, `_password`
+/// refuses `_password$`); what `!` lets through is only what is named exactly (MUST keys, their
+/// `k@` form, `!key` exemptions, declared children), so `!` never lets in another operator on
+/// an allowed column.
 fn check_refused(
     ctx: &Ctx<'_>,
     name: &str,
@@ -278,7 +330,7 @@ fn check_refused(
     let m = ctx.method.name();
     let mut refused: Vec<&str> = Vec::new();
     let mut exempt: HashSet<&str> = HashSet::new();
-    let mut all_others = false;
+    let mut all_others = ctx.whitelist;
     for item in key_list(target, "REFUSE")? {
         match item.strip_prefix('!') {
             Some("") => all_others = true,
@@ -288,18 +340,63 @@ fn check_refused(
             None => refused.push(item),
         }
     }
+    let named = |k: &str| {
+        exempt.contains(k)
+            || must.contains(&k)
+            || declared.contains(k)
+            || k.strip_suffix('@').is_some_and(|b| must.contains(&b))
+    };
+    // A column the structure types or verifies is one it expects: under the `/register`
+    // whitelist those are allowed too (in the exact spelling the rule names).
+    let typed: HashSet<&str> = if ctx.whitelist {
+        ["TYPE", "VERIFY"]
+            .into_iter()
+            .filter_map(|op| target.get(op).and_then(Value::as_object))
+            .flat_map(|rules| rules.keys())
+            .map(|k| super::value::verify_target(k).unwrap_or(k.as_str()))
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let role_named = named("@role");
     if all_others {
-        // `!` refuses everything not in MUST; `@` keys, declared children and `!key`
-        // whitelisted keys stay allowed, and so does `k@` for a MUST key `k`.
+        // `!` refuses everything not named; `@` keys stay allowed, except `@role`: a client
+        // may not pick a role that the structure did not ask for (the reference lets it).
         for k in real.keys() {
             let k = k.as_str();
-            let allowed = k.starts_with('@')
-                || exempt.contains(k)
-                || must.contains(&k)
-                || declared.contains(k)
-                || k.strip_suffix('@').is_some_and(|b| must.contains(&b));
+            let allowed = (k.starts_with('@') && k != "@role") || named(k) || typed.contains(k);
             if !allowed && !refused.contains(&k) {
                 refused.push(k);
+            }
+        }
+        if !role_named && !real.contains_key("@role") && is_table_key(name) {
+            if let Some(role) = &ctx.root_role {
+                let structure_sets_role = ["INSERT", "UPDATE"].into_iter().any(|op| {
+                    target
+                        .get(op)
+                        .and_then(Value::as_object)
+                        .is_some_and(|o| o.contains_key("@role"))
+                });
+                if !structure_sets_role {
+                    return Err(PlanError::Invalid(format!(
+                        "{m} request: the root @role:{role} would apply to {name}, whose \
+                         structure refuses every key it does not name (REFUSE \"!\"), @role \
+                         included"
+                    )));
+                }
+            }
+        }
+    }
+    let refused_columns: Vec<String> = refused.iter().filter_map(|k| column(k)).collect();
+    for k in real.keys() {
+        if let Some(c) = column(k).as_deref() {
+            if refused_columns.iter().any(|r| r == c) && !refused.contains(&k.as_str()) {
+                return Err(PlanError::Invalid(format!(
+                    "{m} request: {} may not contain {k}: it names {c}, and none of [{}] may \
+                     be sent in any form",
+                    show(name),
+                    refused.join(",")
+                )));
             }
         }
     }
@@ -340,6 +437,23 @@ fn check_refused(
                     show(name)
                 )));
             }
+        }
+    }
+    // Hidden columns never leave the server: a private read may test one only where the
+    // structure names that exact key (e.g. a password check), and no request may reach one
+    // through another operator (`_password$` would be a LIKE oracle).
+    let hidden_needs_naming = ctx.method.is_query();
+    for k in real.keys() {
+        let Some(c) = column(k) else {
+            continue;
+        };
+        let plain = ConditionKey::lenient(k).is_some_and(|ck| ck.is_plain());
+        if c.starts_with('_') && (hidden_needs_naming || !plain) && !named(k) {
+            return Err(PlanError::Forbidden(format!(
+                "{m} request: {} may not contain {k}: {c} is a hidden column, and this \
+                 Request structure does not name {k}",
+                show(name)
+            )));
         }
     }
     Ok(())

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use apijet_request::{LengthFn, Logic};
+use apijet_request::{ConditionKey, LengthFn, Logic, Op};
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -29,16 +29,56 @@ pub(super) fn is_known_type(name: &str) -> bool {
 }
 
 /// `TYPE: {key: type}`. Absent and null values pass: `MUST` is the rule that demands presence.
-pub(super) fn verify_type(key: &str, ty: &Value, value: Option<&Value>) -> Result<(), PlanError> {
+///
+/// A rule on a plain column holds for every key that gives that column a value: `k`, `k!`,
+/// comparisons, the items of `k{}` lists, and what `k+`/`k-`/`k<>` add, remove or look for
+/// (the elements, for a list type such as `NUMBER[]`). A rule written on one spelling
+/// (`balance+`, `Moment[].page`) checks that key only, as in the reference.
+pub(super) fn verify_type(
+    key: &str,
+    ty: &Value,
+    real: &Map<String, Value>,
+) -> Result<(), PlanError> {
     let Value::String(ty) = ty else {
         return Err(PlanError::WrongType(format!(
             "Request structure error: TYPE {key}: the type must be a string"
         )));
     };
-    match value {
-        None | Some(Value::Null) => Ok(()),
-        Some(v) => check_type(key, ty, v, false),
+    let Some(rule) = ConditionKey::lenient(key).filter(ConditionKey::is_plain) else {
+        return match real.get(key) {
+            None | Some(Value::Null) => Ok(()),
+            Some(v) => check_type(key, ty, v, false),
+        };
+    };
+    for (k, v) in real {
+        let Some(form) = ConditionKey::lenient(k) else {
+            continue;
+        };
+        if v.is_null() || form.column != rule.column || form.reference || form.length.is_some()
+        {
+            continue;
+        }
+        let item_ty = ty.strip_suffix("[]");
+        match (form.op, item_ty) {
+            (Op::Eq | Op::Gt | Op::Ge | Op::Lt | Op::Le, _) => check_type(k, ty, v, false)?,
+            (Op::Add | Op::Sub | Op::Contains, Some(item)) => match v {
+                Value::Array(items) => {
+                    for i in items.iter().filter(|i| !i.is_null()) {
+                        check_type(k, item, i, true)?;
+                    }
+                }
+                one => check_type(k, item, one, true)?,
+            },
+            (Op::Add | Op::Sub, None) => check_type(k, ty, v, false)?,
+            (Op::In, None) => {
+                for i in v.as_array().into_iter().flatten().filter(|i| !i.is_null()) {
+                    check_type(k, ty, i, true)?;
+                }
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 fn check_type(key: &str, ty: &str, v: &Value, in_array: bool) -> Result<(), PlanError> {
@@ -220,6 +260,48 @@ fn parse_verify_key(key: &str) -> Option<(&str, Option<LengthFn>, Logic, VerifyO
         body = &body[..body.len() - 1];
     }
     (!body.is_empty()).then_some((body, length, logic, op))
+}
+
+/// The request key a `VERIFY` key checks: `balance+` for `balance+&{}`, `_password` for
+/// `_password[{}`.
+pub(super) fn verify_target(key: &str) -> Option<&str> {
+    parse_verify_key(key).map(|(target, ..)| target)
+}
+
+/// `VERIFY` holds for a column, not a spelling: a key that gives a verified column a value in
+/// a form no rule checks (`balance-` where only `balance+` is verified, `phone@`, `_password+`)
+/// is refused, since its effect on the stored value cannot be checked here. The reference only
+/// looks at the exact key, which let `k+` and friends through.
+pub(super) fn verify_verified_forms(
+    rules: &Map<String, Value>,
+    real: &Map<String, Value>,
+) -> Result<(), PlanError> {
+    let targets: Vec<(String, &str)> = rules
+        .keys()
+        .filter_map(|k| verify_target(k))
+        .filter_map(|t| ConditionKey::column_of(t).map(|c| (c, t)))
+        .collect();
+    if targets.is_empty() {
+        return Ok(());
+    }
+    for k in real.keys() {
+        let Some(c) = ConditionKey::column_of(k) else {
+            continue;
+        };
+        let forms: Vec<&str> = targets
+            .iter()
+            .filter(|(col, _)| *col == c)
+            .map(|(_, t)| *t)
+            .collect();
+        if !forms.is_empty() && !forms.contains(&k.as_str()) {
+            return Err(PlanError::Invalid(format!(
+                "{k}:value cannot be verified: VERIFY checks {c} only as [{}]; send that key \
+                 instead",
+                forms.join(",")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Combines per-item results: OR by default, `&` all, `!` none.
