@@ -8,7 +8,7 @@ use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::read::{read, ReadEnv};
-use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
+use apijet_exec::write::{single_insert, single_insert_answer, write, write_in, WriteEnv};
 use apijet_exec::{list_query, Backend, DbUrl};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
@@ -202,6 +202,8 @@ impl AppState {
     pub fn failure(&self, e: &ApiError) -> Json {
         if e.code() == 500 {
             tracing::error!(error = %e, "request failed");
+        } else if e.is_database_refusal() {
+            tracing::warn!(code = e.code(), error = %e, "the database refused a request");
         }
         failure(e, self.options.debug)
     }
@@ -322,7 +324,9 @@ impl AppState {
         snapshot: &Snapshot,
     ) -> Result<Answer, ApiError> {
         let (declared, objects) = crud_parts(map)?;
-        let mut answers: Vec<(String, Json)> = Vec::new();
+        // Every part is verified and parsed before anything runs, so a bad part refuses the
+        // whole call with nothing written.
+        let mut writes = Vec::new();
         let mut reads = Vec::new();
         for (key, value) in objects {
             let (method, tag, extra) = declared
@@ -334,25 +338,47 @@ impl AppState {
             body.insert("tag".into(), Json::String(tag));
             body.insert(key.clone(), value);
             if method.is_query() {
-                reads.push((key, method, body));
+                let map = if method.is_public() {
+                    body
+                } else {
+                    self.verify(method, body, snapshot)?
+                };
+                reads.push((key, method, Request::from_map(map)?));
                 continue;
             }
             let verified = verify(method, body, &snapshot.rules)?;
             let req = Request::from_map(verified.request)?;
-            let mut results = self
-                .write(&req, &verified.checks, method, visitor, snapshot)
-                .await?;
-            if let Some(v) = results.remove(&key) {
-                answers.push((key, v));
+            writes.push((key, method, req, verified.checks));
+        }
+        let mut answers: Vec<(String, Json)> = Vec::new();
+        if !writes.is_empty() {
+            // One transaction for every write, whatever its method; never the write queue,
+            // whose group commit would make a POST outlive a later part that fails.
+            let mut tx = self.backend.begin().await?;
+            let mut failed = None;
+            for (key, method, req, checks) in &writes {
+                let env = self.write_env(*method, visitor, snapshot, false);
+                match write_in(&mut tx, req, checks, &env).await {
+                    Ok(mut results) => {
+                        if let Some(v) = results.remove(key) {
+                            answers.push((key.clone(), v));
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                None => tx.commit().await?,
+                Some(e) => {
+                    let _ = tx.rollback().await;
+                    return Err(e.into());
+                }
             }
         }
-        for (key, method, body) in reads {
-            let map = if method.is_public() {
-                body
-            } else {
-                self.verify(method, body, snapshot)?
-            };
-            let req = Request::from_map(map)?;
+        for (key, method, req) in reads {
             let env = self.read_env(method, visitor, snapshot);
             let mut results = read(&req, &env).await?.results;
             if let Some(v) = results.remove(&key) {

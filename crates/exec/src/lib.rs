@@ -34,6 +34,10 @@ pub enum DbErrorKind {
     Constraint,
     /// Statement timeout or lock wait.
     Timeout,
+    /// A regular expression the engine cannot compile (a client's `k~` value).
+    BadPattern,
+    /// A function or type this engine does not have (`now()` on SQLite, a cast type).
+    Unsupported,
     /// The statement does not fit the schema (should not happen: the planner checks names).
     Syntax,
     /// The connection broke.

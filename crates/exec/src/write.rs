@@ -85,7 +85,9 @@ async fn count(tx: &mut Tx<'_>, stmt: &Statement) -> Result<u64, ExecError> {
         .unwrap_or(0))
 }
 
-async fn write_in(
+/// Runs a verified write request inside a transaction the caller owns: `/crud` runs several
+/// requests, each with its own method, in one transaction.
+pub async fn write_in(
     tx: &mut Tx<'_>,
     req: &Request,
     checks: &[ExistenceCheck],

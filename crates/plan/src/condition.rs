@@ -192,6 +192,12 @@ pub(crate) fn build<N: Names>(
                     )));
                 };
                 pattern_length(s)?;
+                if let Some(reason) = unbalanced_regex(s) {
+                    return Err(invalid(
+                        key,
+                        &format!("{s:?} is not a valid regular expression: {reason}"),
+                    ));
+                }
                 preds.push(Pred::Regex {
                     lhs: lhs.clone(),
                     pattern: Value::Text(s.clone()),
@@ -288,4 +294,58 @@ fn range_expression<N: Names>(
         }
     }
     Ok(combine(key.logic, preds))
+}
+
+/// What every engine's regular expressions refuse alike: an unclosed or unopened group or
+/// bracket class. Checked here so the client hears which key is wrong (a 406) instead of the
+/// database's own error; subtler faults are left to the engine, whose dialects differ.
+fn unbalanced_regex(pattern: &str) -> Option<&'static str> {
+    let mut depth = 0usize;
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' => {
+                // A class ends at the first `]` that is not its first character.
+                chars.next_if_eq(&'^');
+                chars.next_if_eq(&']');
+                loop {
+                    match chars.next() {
+                        None => return Some("a [ class is not closed"),
+                        Some('\\') => {
+                            chars.next();
+                        }
+                        Some(']') => break,
+                        Some(_) => {}
+                    }
+                }
+            }
+            '(' => depth += 1,
+            ')' => {
+                if depth == 0 {
+                    return Some("a ) closes no group");
+                }
+                depth -= 1;
+            }
+            _ => {}
+        }
+    }
+    (depth > 0).then_some("a ( group is not closed")
+}
+
+#[cfg(test)]
+mod regex_tests {
+    use super::unbalanced_regex;
+
+    #[test]
+    fn unbalanced_groups_and_classes_are_found() {
+        for bad in ["([\"`", "(a", "a)", "[abc", "[]", "(\\)"] {
+            assert!(unbalanced_regex(bad).is_some(), "{bad}");
+        }
+        for good in ["^a.*b$", "(a|b)+", "[(]", "[]a]", "[^]a]", "\\(", "a[\\]]b", ""] {
+            assert_eq!(unbalanced_regex(good), None, "{good}");
+        }
+    }
 }

@@ -55,6 +55,7 @@ impl ApiError {
                     DbErrorKind::Unique => 409,
                     DbErrorKind::Constraint => 400,
                     DbErrorKind::Timeout => 408,
+                    DbErrorKind::BadPattern | DbErrorKind::Unsupported => 406,
                     DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => 500,
                 },
                 ExecError::ClientGone => 500,
@@ -67,20 +68,45 @@ impl ApiError {
         }
     }
 
-    /// The message; server faults are masked unless `debug`.
+    /// The message; server faults are masked unless `debug`, and so is the database's own
+    /// text (types, tables, engine), which stays in the log.
     pub fn message(&self, debug: bool) -> String {
         if self.code() == 500 && !debug {
             return "the server failed to run this request; details are in its log".into();
         }
         match self {
-            ApiError::Exec(ExecError::Db {
-                kind: DbErrorKind::BadValue,
-                message,
-            }) => {
-                format!("a value does not fit its column: {message}")
+            ApiError::Exec(ExecError::Db { kind, message }) => {
+                let what = match kind {
+                    DbErrorKind::BadValue => "a value does not fit its column",
+                    DbErrorKind::Unique => "a row with these values exists already",
+                    DbErrorKind::Constraint => {
+                        "a value breaks a rule of its column (not null, reference or check)"
+                    }
+                    DbErrorKind::Timeout => "the database stopped a statement that ran too long",
+                    DbErrorKind::BadPattern => {
+                        "a regular expression of a key~ condition is not valid for this database"
+                    }
+                    DbErrorKind::Unsupported => {
+                        "a function or type of this request (@column, @cast, a key() call) is \
+                         not available on this database"
+                    }
+                    DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => {
+                        "the database refused the statement"
+                    }
+                };
+                if debug {
+                    format!("{what}: {message}")
+                } else {
+                    format!("{what} (details only in debug mode)")
+                }
             }
             other => other.to_string(),
         }
+    }
+
+    /// A database error caused by the request (logged for the operator, not as a fault).
+    pub fn is_database_refusal(&self) -> bool {
+        matches!(self, ApiError::Exec(ExecError::Db { .. })) && self.code() != 500
     }
 }
 

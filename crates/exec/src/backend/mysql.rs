@@ -247,7 +247,9 @@ fn db_error(e: mysql_async::Error) -> ExecError {
                 1451 | 1452 | 1048 | 3819 => DbErrorKind::Constraint,
                 1366 | 1292 | 1264 | 1406 | 3140 | 3141 | 3143 | 3146 => DbErrorKind::BadValue,
                 1969 | 3024 => DbErrorKind::Timeout,
-                1054 | 1064 | 1146 | 1305 | 1582 | 1584 => DbErrorKind::Syntax,
+                1139 | 3685..=3698 => DbErrorKind::BadPattern,
+                1305 => DbErrorKind::Unsupported,
+                1054 | 1064 | 1146 | 1582 | 1584 => DbErrorKind::Syntax,
                 _ => DbErrorKind::Other,
             };
             ExecError::Db {

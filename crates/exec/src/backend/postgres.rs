@@ -203,6 +203,8 @@ impl Drop for PgTx {
 
 fn db_error(e: tokio_postgres::Error) -> ExecError {
     let kind = match e.code().map(|c| c.code()) {
+        Some("2201B") => DbErrorKind::BadPattern,
+        Some("42883" | "42704") => DbErrorKind::Unsupported,
         Some(c) if c.starts_with("22") => DbErrorKind::BadValue,
         Some("23505") => DbErrorKind::Unique,
         Some(c) if c.starts_with("23") => DbErrorKind::Constraint,

@@ -312,6 +312,10 @@ fn db_error(e: rusqlite::Error) -> ExecError {
     let message = e.to_string();
     let kind = if message.contains("no such column") || message.contains("syntax error") {
         DbErrorKind::Syntax
+    } else if message.contains("no such function") {
+        DbErrorKind::Unsupported
+    } else if message.contains("regex parse error") {
+        DbErrorKind::BadPattern
     } else {
         kind
     };
