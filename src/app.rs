@@ -1,6 +1,7 @@
 //! The pipeline for one request, stage after stage: request → plan/exec → response.
 
 use crate::config::Config;
+use crate::login_limit::{LoginLimiter, LoginLimits};
 use crate::session::Sessions;
 use apijet_auth::TokenKey;
 use apijet_core::Method;
@@ -135,6 +136,12 @@ impl AppState {
             sessions: Sessions {
                 key,
                 ttl: Duration::from_secs(cfg.token_ttl_secs),
+                limiter: LoginLimiter::new(LoginLimits {
+                    per_phone: cfg.login_failures_per_phone,
+                    per_address: cfg.login_failures_per_address,
+                    lockout: Duration::from_secs(cfg.login_lockout_secs),
+                    entries: cfg.login_limit_entries,
+                }),
             },
             admins: cfg.admins.clone(),
             ids: IdGenerator::new(),

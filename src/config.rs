@@ -53,6 +53,14 @@ pub struct Config {
     pub write_queue_rows: usize,
     /// …or this many microseconds after its first row.
     pub write_queue_us: u64,
+    /// Failed logins one phone may have per `login_lockout_secs` (then 429).
+    pub login_failures_per_phone: u32,
+    /// Failed logins one client address may have per `login_lockout_secs` (then 429).
+    pub login_failures_per_address: u32,
+    /// The window of the failed-login counts, and so the longest wait.
+    pub login_lockout_secs: u64,
+    /// Most phones and addresses the failed-login counts remember at once.
+    pub login_limit_entries: usize,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -82,6 +90,10 @@ pub struct Partial {
     write_queue: Option<bool>,
     write_queue_rows: Option<usize>,
     write_queue_us: Option<u64>,
+    login_failures_per_phone: Option<u32>,
+    login_failures_per_address: Option<u32>,
+    login_lockout_secs: Option<u64>,
+    login_limit_entries: Option<usize>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -113,6 +125,10 @@ impl Default for Config {
             write_queue: true,
             write_queue_rows: 64,
             write_queue_us: 0,
+            login_failures_per_phone: 5,
+            login_failures_per_address: 50,
+            login_lockout_secs: 300,
+            login_limit_entries: 10_000,
         }
     }
 }
@@ -144,7 +160,11 @@ impl Config {
             max_batch,
             write_queue,
             write_queue_rows,
-            write_queue_us
+            write_queue_us,
+            login_failures_per_phone,
+            login_failures_per_address,
+            login_lockout_secs,
+            login_limit_entries
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -215,6 +235,10 @@ fn from_env() -> Result<Partial, String> {
         write_queue: var("APIJET_WRITE_QUEUE")?,
         write_queue_rows: var("APIJET_WRITE_QUEUE_ROWS")?,
         write_queue_us: var("APIJET_WRITE_QUEUE_US")?,
+        login_failures_per_phone: var("APIJET_LOGIN_FAILURES_PER_PHONE")?,
+        login_failures_per_address: var("APIJET_LOGIN_FAILURES_PER_ADDRESS")?,
+        login_lockout_secs: var("APIJET_LOGIN_LOCKOUT_SECS")?,
+        login_limit_entries: var("APIJET_LOGIN_LIMIT_ENTRIES")?,
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')

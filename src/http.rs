@@ -172,8 +172,12 @@ fn etag(answer: &serde_json::Value) -> Option<String> {
     Some(format!("\"{:016x}\"", h.finish()))
 }
 
-async fn login(State(s): State<Shared>, body: Bytes) -> Response {
-    match s.login(&body).await {
+async fn login(
+    State(s): State<Shared>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    body: Bytes,
+) -> Response {
+    match s.login(&body, peer.map(|p| p.0 .0.ip())).await {
         Ok((answer, token, ttl)) => {
             let mut r = json_response(&answer);
             if let Ok(v) = HeaderValue::from_str(&Sessions::cookie(&token, ttl)) {
@@ -181,7 +185,14 @@ async fn login(State(s): State<Shared>, body: Bytes) -> Response {
             }
             r
         }
-        Err(e) => json_response(&login_failure(&e)),
+        Err(e) => {
+            let mut r = json_response(&login_failure(&e));
+            if let Some(wait) = e.retry_after() {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            }
+            r
+        }
     }
 }
 
@@ -252,7 +263,9 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
     });
-    axum::serve(listener, router(state, cfg.max_body_bytes))
+    let app = router(state, cfg.max_body_bytes)
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

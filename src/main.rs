@@ -4,6 +4,7 @@ mod app;
 mod config;
 mod demo;
 mod http;
+mod login_limit;
 mod session;
 
 use clap::{Parser, Subcommand};

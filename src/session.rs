@@ -5,6 +5,7 @@
 //! the body for `Authorization: Bearer` clients. No session state is kept on the server.
 
 use crate::app::AppState;
+use crate::login_limit::LoginLimiter;
 use apijet_auth::{constant_time_eq, TokenKey};
 use apijet_core::{Value, Visitor};
 use apijet_exec::read::fetch_rows;
@@ -12,15 +13,17 @@ use apijet_plan::{lookup, visible_columns, PlanError};
 use apijet_response::ApiError;
 use axum::http::HeaderMap;
 use serde_json::{json, Map, Value as Json};
-use std::time::{Duration, SystemTime};
+use std::net::IpAddr;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The cookie that carries the token.
 pub const COOKIE: &str = "apijet_token";
 
-/// Signs and reads tokens.
+/// Signs and reads tokens, and counts failed logins.
 pub struct Sessions {
     pub key: TokenKey,
     pub ttl: Duration,
+    pub limiter: LoginLimiter,
 }
 
 impl Sessions {
@@ -78,6 +81,12 @@ pub enum LoginError {
     /// The password does not match.
     #[error("wrong phone or password")]
     WrongPassword,
+    /// Too many failed logins for this phone or client address; the wait is given.
+    #[error(
+        "too many failed logins for this phone or address: try again in {} s",
+        .0.as_secs().max(1)
+    )]
+    TooManyAttempts(Duration),
     /// Any other failure.
     #[error(transparent)]
     Api(#[from] ApiError),
@@ -90,14 +99,54 @@ impl LoginError {
             LoginError::Invalid(_) => 406,
             LoginError::UnknownPhone(_) => 404,
             LoginError::WrongPassword => 412,
+            LoginError::TooManyAttempts(_) => 429,
             LoginError::Api(e) => e.code(),
+        }
+    }
+
+    /// How long to wait before trying again (HTTP `Retry-After`), for a 429.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LoginError::TooManyAttempts(wait) => Some(*wait),
+            _ => None,
         }
     }
 }
 
 impl AppState {
     /// Checks the credentials; the answer (user row + token) and the token's lifetime.
-    pub async fn login(&self, body: &[u8]) -> Result<(Json, String, Duration), LoginError> {
+    /// Failed attempts are counted per phone and per client `address`; past the limit the
+    /// database is not asked at all.
+    pub async fn login(
+        &self,
+        body: &[u8],
+        address: Option<IpAddr>,
+    ) -> Result<(Json, String, Duration), LoginError> {
+        let phone = apijet_request::parse_body(body)
+            .ok()
+            .and_then(|req| req.get("phone").and_then(text));
+        let Some(phone) = phone else {
+            return self.check_credentials(body).await;
+        };
+        let limiter = &self.sessions.limiter;
+        if let Some(wait) = limiter.check(&phone, address, Instant::now()) {
+            return Err(LoginError::TooManyAttempts(wait));
+        }
+        let result = self.check_credentials(body).await;
+        match &result {
+            Ok(_) => limiter.succeeded(&phone),
+            Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword) => {
+                limiter.failed(&phone, address, Instant::now());
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn check_credentials(
+        &self,
+        body: &[u8],
+    ) -> Result<(Json, String, Duration), LoginError> {
         let req = apijet_request::parse_body(body).map_err(|e| LoginError::Api(e.into()))?;
         let phone = req
             .get("phone")

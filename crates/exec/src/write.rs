@@ -548,6 +548,22 @@ async fn change(
     if n == 0 {
         return Err(PlanError::NothingChanged(t.key.table.clone()).into());
     }
+    if let Some(Json::Array(list)) = &ids {
+        // `id[]` must list what changed: when some of `id{}` are not the visitor's (or are
+        // gone) the whole write is refused like a write that changed nothing, rather than
+        // answering ids it did not touch.
+        let mut distinct: Vec<String> = list.iter().map(id_text).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if n < distinct.len() as u64 {
+            return Err(PlanError::NothingChanged(format!(
+                "{} (only {n} of the {} rows of id{{}})",
+                t.key.table,
+                distinct.len()
+            ))
+            .into());
+        }
+    }
     let mut answer = Map::new();
     if explain {
         answer.insert("sql".into(), json!(stmt.sql));
@@ -556,6 +572,14 @@ async fn change(
     id_answer(&mut answer, ids);
     after(tx, t, env, &mut answer).await?;
     Ok(answer)
+}
+
+/// An id as the database compares it: `1` and `"1"` name the same row.
+fn id_text(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    }
 }
 
 async fn put_batch(
