@@ -230,6 +230,12 @@ impl TablePlan {
         let mut conds = Vec::new();
         let mut echoes = Vec::new();
         for entry in &obj.entries {
+            if let TableEntry::Condition { key, .. }
+            | TableEntry::RefCondition { key, .. }
+            | TableEntry::SubqueryCondition { key, .. } = entry
+            {
+                refuse_hidden_condition(key, ctx)?;
+            }
             match entry {
                 TableEntry::Condition { key, value } => {
                     let mut value = value.clone();
@@ -544,6 +550,20 @@ fn combine_pred(cb: &Combine, by_key: &HashMap<&str, Pred>) -> Pred {
         Combine::And(cs) => Pred::And(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
         Combine::Or(cs) => Pred::Or(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
     }
+}
+
+/// Hidden columns (`_password`) never leave the server, and a condition on one would leak it
+/// bit by bit (`_password$`, `_password>`): public reads may not test them at all. Private
+/// methods may, where their `Request` structure names the exact key (see `verify`).
+fn refuse_hidden_condition(key: &ConditionKey, ctx: &Ctx<'_>) -> Result<(), PlanError> {
+    if key.column.starts_with('_') && ctx.method.is_public() && !ctx.trusted {
+        return Err(PlanError::Forbidden(format!(
+            "{}: {} is a hidden column; only private requests whose Request structure names \
+             it may test it",
+            key.raw, key.column
+        )));
+    }
+    Ok(())
 }
 
 fn lhs_of(key: &ConditionKey, names: &TableNames<'_>) -> Result<Expr, PlanError> {
