@@ -188,8 +188,10 @@ async fn login(
         Err(e) => {
             let mut r = json_response(&login_failure(&e));
             if let Some(wait) = e.retry_after() {
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+                r.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(wait.as_secs().max(1)),
+                );
             }
             r
         }

@@ -143,10 +143,7 @@ impl AppState {
         result
     }
 
-    async fn check_credentials(
-        &self,
-        body: &[u8],
-    ) -> Result<(Json, String, Duration), LoginError> {
+    async fn check_credentials(&self, body: &[u8]) -> Result<(Json, String, Duration), LoginError> {
         let req = apijet_request::parse_body(body).map_err(|e| LoginError::Api(e.into()))?;
         let phone = req
             .get("phone")

@@ -344,7 +344,9 @@ mod regex_tests {
         for bad in ["([\"`", "(a", "a)", "[abc", "[]", "(\\)"] {
             assert!(unbalanced_regex(bad).is_some(), "{bad}");
         }
-        for good in ["^a.*b$", "(a|b)+", "[(]", "[]a]", "[^]a]", "\\(", "a[\\]]b", ""] {
+        for good in [
+            "^a.*b$", "(a|b)+", "[(]", "[]a]", "[^]a]", "\\(", "a[\\]]b", "",
+        ] {
             assert_eq!(unbalanced_regex(good), None, "{good}");
         }
     }

@@ -231,9 +231,7 @@ impl ConditionKey {
             return None;
         }
         if let Some(function) = raw.strip_suffix("()") {
-            let name = function
-                .strip_suffix(['+', '-'])
-                .unwrap_or(function);
+            let name = function.strip_suffix(['+', '-']).unwrap_or(function);
             return is_name(name).then(|| name.to_string());
         }
         ConditionKey::lenient(raw).map(|k| k.column)
@@ -370,13 +368,40 @@ mod tests {
     #[test]
     fn every_key_form_names_its_column() {
         for key in [
-            "balance", "balance+", "balance-", "balance$", "balance%", "balance~", "balance*~",
-            "balance{}", "balance&{}", "balance|{}", "balance!{}", "balance!", "balance>",
-            "balance>=", "balance<", "balance<=", "balance<>", "balance@", "balance()",
-            "balance-()", "balance+()", "balance}{", "balance[", "balance[>", "balance{{}",
-            "balance!>", "balance%$", "balance{}@",
+            "balance",
+            "balance+",
+            "balance-",
+            "balance$",
+            "balance%",
+            "balance~",
+            "balance*~",
+            "balance{}",
+            "balance&{}",
+            "balance|{}",
+            "balance!{}",
+            "balance!",
+            "balance>",
+            "balance>=",
+            "balance<",
+            "balance<=",
+            "balance<>",
+            "balance@",
+            "balance()",
+            "balance-()",
+            "balance+()",
+            "balance}{",
+            "balance[",
+            "balance[>",
+            "balance{{}",
+            "balance!>",
+            "balance%$",
+            "balance{}@",
         ] {
-            assert_eq!(ConditionKey::column_of(key).as_deref(), Some("balance"), "{key}");
+            assert_eq!(
+                ConditionKey::column_of(key).as_deref(),
+                Some("balance"),
+                "{key}"
+            );
         }
         for key in ["@role", "Moment[]", "Moment[].page", "a b", ""] {
             assert_eq!(ConditionKey::column_of(key), None, "{key}");

@@ -99,3 +99,39 @@ fn range_strings_become_bound_comparisons() {
     assert!(st.sql.contains("`User`.`name` IS NULL"), "{}", st.sql);
     assert_eq!(st.binds, [Value::Int(80000), Value::Int(90000)]);
 }
+
+#[test]
+fn public_reads_may_not_test_hidden_columns_in_any_spelling() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    for key in [
+        "_password",
+        "_password$",
+        "_password%$",
+        "_password~",
+        "_password>",
+        "_password{}",
+    ] {
+        let body = format!(r#"{{"User":{{"id":1,"{key}":"1%"}}}}"#);
+        let req = Request::from_map(apijet_request::parse_body(body.as_bytes()).expect("json"))
+            .expect("request");
+        let Node::Table(t) = &req.root.members[0].node else {
+            panic!("table")
+        };
+        let ctx = Ctx {
+            schema: &schema,
+            options: &options,
+            method: Method::Get,
+            visitor: None,
+            global_role: None,
+            global_explain: false,
+            subqueries: None,
+            trusted: false,
+        };
+        let err = TablePlan::new(t, &ctx).err().expect(key);
+        assert!(
+            matches!(err, apijet_plan::PlanError::Forbidden(ref m) if m.contains(key)),
+            "{key}: {err}"
+        );
+    }
+}

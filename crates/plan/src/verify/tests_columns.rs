@@ -94,7 +94,9 @@ fn demo_rules() -> RequestRules {
 #[test]
 fn a_refused_column_is_refused_in_every_spelling() {
     let rules = demo_rules();
-    for key in ["userId", "userId+", "userId-", "userId{}", "userId!", "userId@", "date+"] {
+    for key in [
+        "userId", "userId+", "userId-", "userId{}", "userId!", "userId@", "date+",
+    ] {
         fails(
             run(
                 Method::Put,
@@ -133,7 +135,14 @@ fn a_refused_column_is_refused_in_every_spelling() {
 #[test]
 fn refusing_a_hidden_column_refuses_its_like_oracle() {
     let rules = demo_rules();
-    for key in ["_password", "_password$", "_password%$", "_password~", "_password{}", "_password>"] {
+    for key in [
+        "_password",
+        "_password$",
+        "_password%$",
+        "_password~",
+        "_password{}",
+        "_password>",
+    ] {
         fails(
             run(
                 Method::Gets,

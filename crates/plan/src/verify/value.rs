@@ -54,8 +54,7 @@ pub(super) fn verify_type(
         let Some(form) = ConditionKey::lenient(k) else {
             continue;
         };
-        if v.is_null() || form.column != rule.column || form.reference || form.length.is_some()
-        {
+        if v.is_null() || form.column != rule.column || form.reference || form.length.is_some() {
             continue;
         }
         let item_ty = ty.strip_suffix("[]");
