@@ -145,8 +145,12 @@ pub fn with_database(url: &str, database: &str) -> String {
     format!("{scheme}://{authority}/{database}{query}")
 }
 
-/// The reference material beside the repository: `<repo>/../shared`.
+/// The reference material beside the repository: `<repo>/../shared`, or `APIJET_SHARED_DIR`
+/// (a worktree does not sit beside it).
 pub fn shared_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("APIJET_SHARED_DIR") {
+        return PathBuf::from(dir);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("shared")
