@@ -173,7 +173,11 @@ fn roles_cannot_be_widened_on_the_apijson_demo_database() {
         eprintln!("hostile_rules: MariaDB not provided: the APIJSON demo database is not loaded");
         return;
     };
-    if !support::shared_dir().join("apijson").join("load-demo-db").exists() {
+    if !support::shared_dir()
+        .join("apijson")
+        .join("load-demo-db")
+        .exists()
+    {
         assert!(
             std::env::var("CI").is_err(),
             "CI must provide ../shared/apijson/load-demo-db"
