@@ -299,6 +299,7 @@ fn client_mistakes_are_4xx_without_database_text() {
         for body in [
             json!({"User": {"@column": "now():t"}}),
             json!({"User": {"@column": "id", "@cast": "id:SIGNED"}}),
+            json!({"User": {"name": "x", "@cast": "name:SIGNED"}}),
             json!({"User": {"name~": "a{2,1}"}}),
             json!({"Moment": {"id": "not a number"}}),
             json!({"Moment": {"date>": "not a date"}}),
