@@ -104,6 +104,8 @@ impl AppState {
         };
         let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
         let backend = Arc::new(backend);
+        let served = served_names(backend.engine(), &cfg.db);
+        let sort_unordered_groups = backend.engine() != apijet_core::Engine::MySql;
         Ok(AppState {
             dialect: backend.dialect(),
             queue: cfg.write_queue.then(|| {
@@ -131,6 +133,10 @@ impl AppState {
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,
+                raw_sql: Arc::new(cfg.raw_sql.clone()),
+                procedures: Arc::new(cfg.procedures.clone()),
+                served,
+                sort_unordered_groups,
                 ..PlanOptions::default()
             },
             sessions: Sessions {
@@ -552,4 +558,28 @@ fn crud_parts(map: Map<String, Json>) -> Result<CrudParts, ApiError> {
         }
     }
     Ok((declared, objects))
+}
+
+/// The names `@database` and `@schema` may give: the engine as the reference names it, and the
+/// database (MariaDB) or schema (PostgreSQL) the URL connects to.
+fn served_names(engine: apijet_core::Engine, url: &str) -> apijet_plan::keywords::Served {
+    use apijet_core::Engine;
+    let db = url
+        .split('?')
+        .next()
+        .and_then(|u| u.split_once("://").map(|(_, rest)| rest))
+        .and_then(|rest| rest.split_once('/').map(|(_, db)| db.to_string()))
+        .filter(|db| !db.is_empty() && !db.contains('/'));
+    let (databases, mut schemas): (&[&str], Vec<String>) = match engine {
+        Engine::Sqlite => (&["SQLITE"], vec!["main".into()]),
+        Engine::Postgres => (&["POSTGRESQL"], vec!["public".into()]),
+        Engine::MySql => (&["MYSQL", "MARIADB"], Vec::new()),
+    };
+    if engine != Engine::Sqlite {
+        schemas.extend(db);
+    }
+    apijet_plan::keywords::Served {
+        databases: databases.iter().map(|d| d.to_string()).collect(),
+        schemas,
+    }
 }

@@ -61,6 +61,10 @@ pub struct Config {
     pub login_lockout_secs: u64,
     /// Most phones and addresses the failed-login counts remember at once.
     pub login_limit_entries: usize,
+    /// Raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP).
+    pub raw_sql: Vec<String>,
+    /// Stored procedures and functions `"@name()": "proc(args)"` may call.
+    pub procedures: Vec<String>,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -94,6 +98,8 @@ pub struct Partial {
     login_failures_per_address: Option<u32>,
     login_lockout_secs: Option<u64>,
     login_limit_entries: Option<usize>,
+    raw_sql: Option<Vec<String>>,
+    procedures: Option<Vec<String>>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -129,6 +135,8 @@ impl Default for Config {
             login_failures_per_address: 50,
             login_lockout_secs: 300,
             login_limit_entries: 10_000,
+            raw_sql: Vec::new(),
+            procedures: Vec::new(),
         }
     }
 }
@@ -164,7 +172,9 @@ impl Config {
             login_failures_per_phone,
             login_failures_per_address,
             login_lockout_secs,
-            login_limit_entries
+            login_limit_entries,
+            raw_sql,
+            procedures
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -239,6 +249,8 @@ fn from_env() -> Result<Partial, String> {
         login_failures_per_address: var("APIJET_LOGIN_FAILURES_PER_ADDRESS")?,
         login_lockout_secs: var("APIJET_LOGIN_LOCKOUT_SECS")?,
         login_limit_entries: var("APIJET_LOGIN_LIMIT_ENTRIES")?,
+        raw_sql: None,
+        procedures: None,
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')

@@ -12,6 +12,7 @@ mod functions;
 pub mod ids;
 mod introspect;
 mod list;
+mod procedure;
 pub mod queue;
 pub mod read;
 pub mod sink;

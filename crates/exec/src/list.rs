@@ -52,6 +52,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
     if !plain || a.join.is_some() || !(unwrapped || a.key.name.is_empty()) {
         return Ok(None);
     }
+    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
     let opts = env.options;
     let paging = array::paging(a, &member.key, opts.max_count, opts.max_page)?;
     if paging.mode != QueryMode::Rows {
@@ -71,7 +72,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
         trusted: false,
     };
     let plan = TablePlan::new(t, &ctx)?;
-    if plan.explain || plan.drop || !plan.echoes.is_empty() {
+    if plan.explain || plan.drop || !plan.echoes.is_empty() || !plan.procedures.is_empty() {
         return Ok(None);
     }
     let statement = plan.select(&mut |_| None)?.map(|mut s| {

@@ -138,6 +138,17 @@ pub async fn write_in(
     for m in &req.root.members {
         match &m.node {
             Node::Table(t) => {
+                // An object's own `@explain` answers its statement, as the root's does.
+                let explain = explain
+                    || t.entries.iter().any(|e| {
+                        matches!(e, TableEntry::Keyword { name, value: Json::Bool(true) } if name == "explain")
+                    });
+                if explain && !env.options.debug {
+                    return Err(PlanError::Forbidden(
+                        "@explain is only available in debug mode".into(),
+                    )
+                    .into());
+                }
                 let answer = match env.method {
                     Method::Post => {
                         post(
@@ -230,6 +241,7 @@ pub fn single_insert(
     };
     let simple = t.entries.iter().all(|e| match e {
         TableEntry::Function { key, .. } => key.ends_with("-()"),
+        TableEntry::Keyword { name, .. } if name == "explain" => false,
         TableEntry::RefCondition { .. } | TableEntry::SubqueryCondition { .. } => false,
         _ => true,
     });

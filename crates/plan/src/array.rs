@@ -119,22 +119,48 @@ pub fn join_specs(join: &Json) -> Result<Vec<JoinSpec>, PlanError> {
     };
     let mut out = Vec::new();
     for (item, extra) in items {
-        let mut parts = item.splitn(3, '/');
-        let kind_text = parts.next().unwrap_or_default();
-        let table_key = parts.next().unwrap_or_default().to_string();
-        let on_key = parts.next().map(str::to_string);
+        // As the reference reads it: the join type before the first `/`, then the table key,
+        // then after the last `/` the reference key that forms the ON condition.
+        let Some((kind_text, path)) = item.split_once('/') else {
+            return Err(PlanError::Invalid(format!(
+                "join: '{item}' is not valid: write it as &/Table or &/Table/key@"
+            )));
+        };
         let mut chars = kind_text.chars();
         let kind = match (chars.next(), chars.next()) {
             (Some(c), None) if "&<>|!^()@*~".contains(c) => c,
+            (None, _) => {
+                // The reference skips such an entry without a word and runs the table as an
+                // ordinary object; joining nothing silently is what we refuse.
+                return Err(PlanError::Invalid(format!(
+                    "join: '{item}' has no join type: put one of & < > | ! ^ ( ) @ before the \
+                     first /, or leave the entry out to query the table on its own"
+                )));
+            }
             _ => return Err(PlanError::Invalid(format!("join: '{item}' is not valid"))),
+        };
+        let (table_key, on_key) = match path.rsplit_once('/') {
+            Some((t, k)) if k.ends_with('@') && k.len() > 1 => (t.to_string(), Some(k.to_string())),
+            Some(_) => {
+                return Err(PlanError::Invalid(format!(
+                    "join: '{item}' is not valid: the part after the table must be a reference \
+                     key ending in @"
+                )))
+            }
+            None => (path.to_string(), None),
         };
         if table_key.is_empty() {
             return Err(PlanError::Invalid(format!("join: '{item}' names no table")));
         }
+        if kind == '~' {
+            return Err(PlanError::Forbidden(format!(
+                "join: '{item}': ASOF JOIN (~) is not supported by SQLite, PostgreSQL or MariaDB"
+            )));
+        }
         if kind == '*' {
-            return Err(PlanError::Forbidden(
-                "CROSS JOIN (*) is disabled: it is slow and rarely needed".into(),
-            ));
+            return Err(PlanError::Forbidden(format!(
+                "join: '{item}': CROSS JOIN (*) is disabled: it is slow and rarely needed"
+            )));
         }
         out.push(JoinSpec {
             kind,
@@ -144,6 +170,120 @@ pub fn join_specs(join: &Json) -> Result<Vec<JoinSpec>, PlanError> {
         });
     }
     Ok(out)
+}
+
+/// `@/Sub[]/Table/key@`: an APP JOIN into a sub-array of the item, which the reference runs as
+/// one statement for the rows of every item, `count` per item. The nested array already runs
+/// that way here, so the spec only needs checking as the reference checks it.
+pub fn check_app_join_into_array(
+    spec: &JoinSpec,
+    sub_array: &str,
+    members: &[apijet_request::Member],
+) -> Result<(), PlanError> {
+    use apijet_request::{Node, TableEntry};
+    let item = format!("{}/{}", spec.kind, spec.table_key);
+    if spec.kind != '@' {
+        return Err(PlanError::Forbidden(format!(
+            "join: '{item}': only an @ APP JOIN may reach into a sub-array"
+        )));
+    }
+    let inner = &spec.table_key[sub_array.len() + 1..];
+    let arr = members
+        .iter()
+        .find(|m| m.key == sub_array)
+        .and_then(|m| match &m.node {
+            Node::Array(a) => Some(a),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            PlanError::Invalid(format!(
+                "join: '{item}': {sub_array} is not an array of the item"
+            ))
+        })?;
+    if arr.join.is_some() {
+        return Err(PlanError::Invalid(format!(
+            "join: '{item}': an APP JOIN reaches one level only; {sub_array} must have no join"
+        )));
+    }
+    if arr.page.as_ref().is_some_and(|p| p.as_i64() != Some(0)) {
+        return Err(PlanError::Invalid(format!(
+            "join: '{item}': {sub_array} must have no page (or page 0) in an APP JOIN"
+        )));
+    }
+    let table = arr
+        .items
+        .members
+        .iter()
+        .find(|m| m.key == inner)
+        .and_then(|m| match &m.node {
+            Node::Table(t) => Some(t),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            PlanError::Invalid(format!(
+                "join: '{item}': {inner} is not a table object of {sub_array}"
+            ))
+        })?;
+    let refs = table
+        .entries
+        .iter()
+        .filter(|e| match e {
+            TableEntry::RefCondition { key, .. } => {
+                spec.on_key.as_deref().is_none_or(|k| k == key.raw)
+            }
+            _ => false,
+        })
+        .count();
+    if refs != 1 {
+        return Err(PlanError::Invalid(format!(
+            "join: '{item}': an APP JOIN needs exactly one reference key@ in {inner} to join on"
+        )));
+    }
+    Ok(())
+}
+
+/// The vice's `@group`, `@having` and `@order` (its own, or those of its ON object in the
+/// object form of `join`) apply to the joined statement, after the main table's, as the
+/// reference appends them (AbstractSQLConfig.gainGroupString and its siblings).
+pub fn merge_vice_clauses(main: &mut Select, vice: &TablePlan) {
+    use crate::query::OrderItem;
+    main.group.extend(vice.group.iter().cloned());
+    if let Some(h) = &vice.having {
+        main.having = Some(match main.having.take() {
+            Some(m) => Pred::And(vec![m, h.clone()]),
+            None => h.clone(),
+        });
+    }
+    // An output name of the vice is not one of the joined statement: order by its expression.
+    let unalias = |e: &Expr| match e {
+        Expr::Alias(a) => vice
+            .columns
+            .iter()
+            .find(|c| c.alias == *a)
+            .map_or_else(|| e.clone(), |c| c.expr.clone()),
+        other => other.clone(),
+    };
+    main.order.extend(vice.order.iter().map(|o| match o {
+        OrderItem::By(e, d) => OrderItem::By(unalias(e), *d),
+        OrderItem::Random => OrderItem::Random,
+    }));
+}
+
+/// Whether the vice rows of this join kind come from the joined statement itself (one vice row
+/// per main row, as SQL pairs them), as the reference fills them; with the other kinds (`@`
+/// APP, `|` FULL, `!` OUTER, `^` SIDE, `(` ANTI) the reference queries each vice object on its
+/// own (REF-J07 shows its `@explain`).
+pub fn carries_vice_rows(kind: char) -> bool {
+    matches!(kind, '&' | '<' | '>' | ')')
+}
+
+/// Adds the vice's select list to the joined select, each output renamed `prefix` + its name,
+/// so that each answered row carries the vice row SQL paired it with.
+pub fn carry_vice_columns(main: &mut Select, prefix: &str, vice: &Select) {
+    main.columns.extend(vice.columns.iter().map(|c| SelectItem {
+        expr: c.expr.clone(),
+        alias: Ident::new(format!("{prefix}{}", c.alias.as_str())),
+    }));
 }
 
 /// Turns the main table's select into the joined select: ON conditions come from the vice's
@@ -225,6 +365,9 @@ pub fn apply_join(
                 })
                 .collect();
             sub.limit = None;
+            sub.group.clear();
+            sub.having = None;
+            sub.order.clear();
             main.joins.push(Join {
                 kind: JoinKind::Right,
                 source: Source::Select(Box::new(sub)),

@@ -12,7 +12,11 @@ pub mod array;
 mod combine;
 mod condition;
 mod expr;
+pub mod keywords;
+mod preds;
+pub mod procedure;
 pub mod query;
+mod raw;
 pub mod schema;
 mod select_list;
 mod table;
@@ -47,6 +51,18 @@ pub struct PlanOptions {
     pub max_rows: usize,
     /// Most bytes (approximately) one buffered answer may hold.
     pub max_answer_bytes: usize,
+    /// The raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP),
+    /// set by the operator; empty refuses every `@raw`.
+    pub raw_sql: std::sync::Arc<Vec<String>>,
+    /// The stored procedures and functions `"@name()": "proc(args)"` may call; empty allows
+    /// none.
+    pub procedures: std::sync::Arc<Vec<String>>,
+    /// GROUP BY and DISTINCT lists without `@order` are sorted by their columns, so that
+    /// PostgreSQL and SQLite answer in the order MariaDB's grouping gives; off on MariaDB,
+    /// which then answers in its own order as the reference does.
+    pub sort_unordered_groups: bool,
+    /// The database and schema names `@database` and `@schema` may give.
+    pub served: keywords::Served,
 }
 
 /// Bounds on what a client may write inside values: checked before anything is parsed, so a
@@ -87,6 +103,13 @@ impl Default for PlanOptions {
             expr: ExprLimits::default(),
             max_rows: 10_000,
             max_answer_bytes: 16 << 20,
+            raw_sql: Default::default(),
+            procedures: Default::default(),
+            sort_unordered_groups: true,
+            served: keywords::Served {
+                databases: vec!["SQLITE".into()],
+                schemas: vec!["main".into()],
+            },
         }
     }
 }

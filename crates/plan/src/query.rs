@@ -71,6 +71,8 @@ pub enum Expr {
         /// Right side.
         rhs: Box<Expr>,
     },
+    /// A SQL fragment from the operator's `raw_sql` allow-list, written as configured.
+    Raw(std::sync::Arc<str>),
     /// `CAST(expr AS type)` with a type from the allow-list.
     Cast(Box<Expr>, CastType),
     /// `row_number() OVER (PARTITION BY … ORDER BY …)`: pages of many parents in one query.

@@ -5,8 +5,9 @@
 use crate::combine::{self, Combine};
 use crate::condition::{self, Outcome};
 use crate::expr::check_length;
+use crate::preds::{cast_values, combine_pred, subquery_pred};
 use crate::query::{
-    CastType, CmpOp, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
+    CastType, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
 };
 use crate::schema::Table;
 use crate::select_list::{self, TableNames};
@@ -26,6 +27,8 @@ pub enum Operand {
     Ref(String),
     /// A subquery.
     Subquery(Box<Select>, Option<Quantifier>),
+    /// A fragment of the operator's `raw_sql` allow-list, marked by `@raw`.
+    Raw(Arc<str>),
 }
 
 /// A condition of a table object.
@@ -78,8 +81,12 @@ pub struct TablePlan {
     pub role_filter: Option<Pred>,
     /// Bounds on the expressions of conditions completed later (references).
     pub limits: ExprLimits,
-    /// Unknown `@x` keywords and echoed objects, answered as sent.
+    /// Objects under non-table keys, answered as sent (protocol §3.2).
     pub echoes: Vec<(String, Json)>,
+    /// Whether grouped and DISTINCT lists without `@order` get their columns' order.
+    pub sort_unordered_groups: bool,
+    /// Stored procedures to call after the row is read (`"@name()": "proc(args)"`).
+    pub procedures: Vec<crate::procedure::ProcedureCall>,
 }
 
 fn text_of(v: &Json) -> Option<String> {
@@ -227,8 +234,13 @@ impl TablePlan {
             ));
         }
 
+        let raw_keys = match kw("raw") {
+            Some(v) => crate::raw::raw_keys(v, obj)?,
+            None => Vec::new(),
+        };
         let mut conds = Vec::new();
         let mut echoes = Vec::new();
+        let mut procedures = Vec::new();
         for entry in &obj.entries {
             if let TableEntry::Condition { key, .. }
             | TableEntry::RefCondition { key, .. }
@@ -237,6 +249,17 @@ impl TablePlan {
                 refuse_hidden_condition(key, ctx)?;
             }
             match entry {
+                TableEntry::Condition { key, value } if raw_keys.contains(&key.raw.as_str()) => {
+                    conds.push(CondSpec {
+                        lhs: lhs_of(key, &names)?,
+                        key: key.clone(),
+                        operand: Operand::Raw(crate::raw::raw_fragment(
+                            key,
+                            value,
+                            &ctx.options.raw_sql,
+                        )?),
+                    })
+                }
                 TableEntry::Condition { key, value } => {
                     let mut value = value.clone();
                     if stringify.iter().any(|k| k == &key.raw) && !value.is_string() {
@@ -287,8 +310,20 @@ impl TablePlan {
                         operand: Operand::Subquery(Box::new(sub), range),
                     });
                 }
-                TableEntry::Keyword { name, value } if !is_known_keyword(name) => {
-                    echoes.push((format!("@{name}"), value.clone()))
+                TableEntry::Keyword { name, value } if name.ends_with("()") => {
+                    if !ctx.method.is_query() || ctx.method.is_count() {
+                        return Err(PlanError::Forbidden(format!(
+                            "@{name}: stored procedures are called from GET and GETS only"
+                        )));
+                    }
+                    procedures.push(crate::procedure::plan_call(
+                        name,
+                        value,
+                        &ctx.options.procedures,
+                    )?)
+                }
+                TableEntry::Keyword { name, value } => {
+                    crate::keywords::check_table_keyword(name, value, ctx)?
                 }
                 TableEntry::Echo { key, value } => echoes.push((key.clone(), value.clone())),
                 _ => {}
@@ -338,6 +373,8 @@ impl TablePlan {
             role_filter,
             limits: ctx.options.expr,
             echoes,
+            procedures,
+            sort_unordered_groups: ctx.options.sort_unordered_groups,
         })
     }
 
@@ -357,10 +394,17 @@ impl TablePlan {
     }
 
     fn build(&self, mut resolve: Option<Resolver<'_>>) -> Result<Option<Select>, PlanError> {
+        // Expressions in condition values (`"len{}":"length(len)>1"`) name the columns of
+        // the `@from@` derived table, as the keys do, not those of the base table.
         let names = TableNames {
             table: &self.table,
             limits: self.limits,
-            subquery_columns: None,
+            subquery_columns: self.from.as_ref().map(|s| {
+                s.columns
+                    .iter()
+                    .map(|c| c.alias.as_str().to_string())
+                    .collect()
+            }),
             qualifier: self.alias.clone(),
             keys: HashMap::new(),
             select_aliases: Vec::new(),
@@ -371,13 +415,16 @@ impl TablePlan {
         let mut by_key: HashMap<&str, Pred> = HashMap::new();
         for c in &self.conds {
             let value = match &c.operand {
-                Operand::Subquery(sub, range) => Resolved::Pred(subquery_pred(c, sub, *range)?),
+                Operand::Subquery(sub, range) => {
+                    Resolved::Pred(subquery_pred(&c.key, &c.lhs, sub, *range)?)
+                }
                 Operand::Ref(path) => match resolve.as_mut().map(|r| r(path)) {
                     None => continue,
                     Some(Some(v)) if !v.is_null() => Resolved::Value(v),
                     Some(_) => return Ok(None),
                 },
                 Operand::Literal(v) => Resolved::Value(v.clone()),
+                Operand::Raw(sql) => Resolved::Pred(crate::raw::raw_pred(&c.key, &c.lhs, sql)?),
             };
             let pred = match value {
                 Resolved::Pred(pred) => pred,
@@ -440,11 +487,12 @@ impl TablePlan {
         }))
     }
 
-    /// `@order`, or — as MySQL and MariaDB answer grouped and DISTINCT lists sorted by their
-    /// columns — those columns, so that every engine gives the same rows in the same order.
+    /// `@order`, or — as MariaDB answers grouped lists sorted by their columns — those columns
+    /// on PostgreSQL and SQLite, so that every engine gives the same rows in the same order.
+    /// MariaDB itself answers in its own order, as the reference does.
     fn default_order(&self) -> Vec<OrderItem> {
         use crate::query::Direction;
-        if !self.order.is_empty() {
+        if !self.order.is_empty() || !self.sort_unordered_groups {
             return self.order.clone();
         }
         if !self.group.is_empty() {
@@ -501,57 +549,6 @@ enum Resolved {
     Value(Json),
 }
 
-fn subquery_pred(c: &CondSpec, sub: &Select, range: Option<Quantifier>) -> Result<Pred, PlanError> {
-    let sub = Box::new(sub.clone());
-    let not = c.key.logic == Logic::Not;
-    let p = match c.key.op {
-        Op::Exists => Pred::Exists(sub),
-        Op::In => Pred::InSelect(c.lhs.clone(), sub),
-        Op::Eq => Pred::CmpSelect(
-            c.lhs.clone(),
-            if not { CmpOp::Ne } else { CmpOp::Eq },
-            range,
-            sub,
-        ),
-        Op::Gt => Pred::CmpSelect(c.lhs.clone(), CmpOp::Gt, range, sub),
-        Op::Ge => Pred::CmpSelect(c.lhs.clone(), CmpOp::Ge, range, sub),
-        Op::Lt => Pred::CmpSelect(c.lhs.clone(), CmpOp::Lt, range, sub),
-        Op::Le => Pred::CmpSelect(c.lhs.clone(), CmpOp::Le, range, sub),
-        _ => {
-            return Err(PlanError::Invalid(format!(
-                "{}: this operator cannot take a subquery",
-                c.key.raw
-            )))
-        }
-    };
-    Ok(if not && matches!(c.key.op, Op::Exists | Op::In) {
-        Pred::Not(Box::new(p))
-    } else {
-        p
-    })
-}
-
-fn cast_values(pred: Pred, t: CastType) -> Pred {
-    match pred {
-        Pred::Cmp(l, op, Expr::Value(v)) => {
-            Pred::Cmp(l, op, Expr::Cast(Box::new(Expr::Value(v)), t))
-        }
-        other => other,
-    }
-}
-
-fn combine_pred(cb: &Combine, by_key: &HashMap<&str, Pred>) -> Pred {
-    match cb {
-        Combine::Key(k) => by_key
-            .get(k.as_str())
-            .cloned()
-            .unwrap_or(Pred::And(Vec::new())),
-        Combine::Not(c) => Pred::Not(Box::new(combine_pred(c, by_key))),
-        Combine::And(cs) => Pred::And(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
-        Combine::Or(cs) => Pred::Or(cs.iter().map(|c| combine_pred(c, by_key)).collect()),
-    }
-}
-
 /// Hidden columns (`_password`) never leave the server, and a condition on one would leak it
 /// bit by bit (`_password$`, `_password>`): public reads may not test them at all. Private
 /// methods may, where their `Request` structure names the exact key (see `verify`).
@@ -601,38 +598,9 @@ fn default_columns(names: &TableNames<'_>) -> Vec<SelectItem> {
         .collect()
 }
 
-fn is_known_keyword(name: &str) -> bool {
-    matches!(
-        name,
-        "column"
-            | "order"
-            | "group"
-            | "having"
-            | "having&"
-            | "combine"
-            | "key"
-            | "raw"
-            | "json"
-            | "null"
-            | "cast"
-            | "string"
-            | "trim"
-            | "role"
-            | "database"
-            | "schema"
-            | "datasource"
-            | "namespace"
-            | "catalog"
-            | "explain"
-            | "cache"
-            | "try"
-            | "drop"
-            | "method"
-            | "from@"
-    )
-}
-
-/// Plans a subquery object into a complete SELECT (literal conditions only).
+/// Plans a subquery object into a complete SELECT (literal conditions only), with the SQL
+/// joins of its `join` (`"id@":{"from":"Comment","join":"&/Moment/id@","Comment":{…},
+/// "Moment":{"id@":"/Comment/momentId",…}}`).
 pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
     use apijet_request::Node;
     let depth = subquery_depth(sq);
@@ -642,14 +610,30 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             ctx.options.max_depth
         )));
     }
-    let table = sq
+    let tables: Vec<(&str, &TableObject)> = sq
         .items
         .members
         .iter()
-        .find_map(|m| match &m.node {
-            Node::Table(t) if sq.from.as_deref().is_none_or(|f| f == m.key) => Some(t),
+        .filter_map(|m| match &m.node {
+            Node::Table(t) => Some((m.key.as_str(), t)),
             _ => None,
         })
+        .collect();
+    if let Some(m) = sq
+        .items
+        .members
+        .iter()
+        .find(|m| !matches!(m.node, Node::Table(_)))
+    {
+        return Err(PlanError::Invalid(format!(
+            "a subquery holds table objects only: {} is not one",
+            m.key
+        )));
+    }
+    let (main_key, table) = tables
+        .iter()
+        .find(|(k, _)| sq.from.as_deref().is_none_or(|f| f == *k))
+        .copied()
         .ok_or_else(|| {
             PlanError::Invalid("a subquery needs a table object named by from".into())
         })?;
@@ -658,6 +642,53 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
     let mut select = plan.select(&mut no_refs)?.ok_or_else(|| {
         PlanError::Invalid("a subquery's conditions cannot use references".into())
     })?;
+    let specs = match &sq.join {
+        Some(j) => crate::array::join_specs(j)?,
+        None => Vec::new(),
+    };
+    for (key, _) in &tables {
+        if *key != main_key && !specs.iter().any(|s| s.table_key == *key) {
+            return Err(PlanError::Invalid(format!(
+                "the subquery selects from {main_key}; its table object {key} is in no join"
+            )));
+        }
+    }
+    for spec in &specs {
+        if spec.kind == '@' || spec.table_key.contains('/') {
+            return Err(PlanError::Forbidden(format!(
+                "join: '{}/{}': a subquery takes SQL joins only, not an @ APP JOIN",
+                spec.kind, spec.table_key
+            )));
+        }
+        let vice = tables
+            .iter()
+            .find(|(k, _)| *k == spec.table_key)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                PlanError::Invalid(format!(
+                    "join: {} is not a table object of the subquery",
+                    spec.table_key
+                ))
+            })?;
+        let vice = match &spec.extra {
+            Some(Json::Object(extra)) => {
+                let extra = TableObject::from_map(vice.key.clone(), extra.clone())
+                    .map_err(|e| PlanError::Invalid(e.to_string()))?;
+                vice.merged(&extra)
+            }
+            _ => vice.clone(),
+        };
+        let vice_plan = TablePlan::new(&vice, ctx)?;
+        let Some(vice_select) = vice_plan.select_without_refs()? else {
+            // A vice that cannot match empties an inner join and leaves the others' rows.
+            if spec.kind == '&' {
+                select.filter = Some(Pred::Or(Vec::new()));
+            }
+            continue;
+        };
+        crate::array::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
+        crate::array::merge_vice_clauses(&mut select, &vice_plan);
+    }
     if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {
         select.limit = Some(c);
         select.offset = sq.page.as_ref().and_then(Json::as_u64).unwrap_or(0) * c;

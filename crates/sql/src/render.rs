@@ -257,6 +257,7 @@ impl Writer<'_> {
             Expr::Alias(a) => self.d.quote(a.as_str(), out),
             Expr::Value(v) => self.bind(v, out),
             Expr::Star => out.push('*'),
+            Expr::Raw(sql) => out.push_str(sql),
             Expr::Func {
                 name,
                 args,

@@ -10,6 +10,37 @@ use apijet_request::{ArrayObject, Member, Node, TableObject};
 use apijet_sql::render;
 use serde_json::{json, Map, Value as Json};
 
+/// A vice object of a SQL join whose rows come with the main rows.
+struct Carried {
+    /// Its index among the item's members after the main object.
+    member: usize,
+    /// The prefix of its columns in the joined statement's output.
+    prefix: String,
+    object: TableObject,
+    plan: TablePlan,
+}
+
+/// Removes the columns named `prefix…` from `row`, returning them without the prefix.
+fn take_prefixed(row: &mut Map<String, Json>, prefix: &str) -> Map<String, Json> {
+    if !row.keys().any(|k| k.starts_with(prefix)) {
+        return Map::new();
+    }
+    let mut out = Map::new();
+    let mut kept = Map::with_capacity(row.len());
+    for (k, v) in std::mem::take(row) {
+        match k.strip_prefix(prefix) {
+            Some(name) => {
+                out.insert(name.to_string(), v);
+            }
+            None => {
+                kept.insert(k, v);
+            }
+        }
+    }
+    *row = kept;
+    out
+}
+
 /// What an array answered.
 pub(super) struct ArrayOut {
     pub(super) value: Option<Json>,
@@ -60,15 +91,22 @@ impl Reader<'_> {
         let mut joined = false;
         let mut item_members: Vec<Member> = a.items.members.get(1..).unwrap_or_default().to_vec();
         let mut quiet = Vec::new();
+        let mut carried: Vec<Carried> = Vec::new();
+        let mut json_outputs = plan.json_outputs.clone();
         if let Some(j) = &a.join {
             for spec in array::join_specs(j)? {
-                let Some(slot) = item_members.iter_mut().find(|m| m.key == spec.table_key) else {
+                if let Some((sub_array, _)) = spec.table_key.split_once('/') {
+                    array::check_app_join_into_array(&spec, sub_array, &item_members)?;
+                    continue;
+                }
+                let Some(index) = item_members.iter().position(|m| m.key == spec.table_key) else {
                     return Err(PlanError::Invalid(format!(
                         "join: {} is not a table object of {arr_path}",
                         spec.table_key
                     ))
                     .into());
                 };
+                let slot = &mut item_members[index];
                 let Node::Table(vice) = &mut slot.node else {
                     return Err(PlanError::Invalid(format!(
                         "join: {} is not a table object",
@@ -91,6 +129,27 @@ impl Reader<'_> {
                 let Some(vice_select) = vice_plan.select_without_refs()? else {
                     return Ok(empty);
                 };
+                // A grouped join answers one row per group: which vice row MySQL pairs with it
+                // is arbitrary and PostgreSQL refuses the ungrouped columns, so the vice
+                // object is queried on its own there, as before.
+                let grouped =
+                    plan.aggregate || !plan.group.is_empty() || !vice_plan.group.is_empty();
+                if array::carries_vice_rows(spec.kind) && !grouped {
+                    let prefix = format!("__j{}_", carried.len());
+                    array::carry_vice_columns(&mut select, &prefix, &vice_select);
+                    json_outputs.extend(
+                        vice_plan
+                            .json_outputs
+                            .iter()
+                            .map(|o| format!("{prefix}{o}")),
+                    );
+                    carried.push(Carried {
+                        member: index,
+                        prefix,
+                        object: vice.clone(),
+                        plan: vice_plan.clone(),
+                    });
+                }
                 array::apply_join(
                     &mut select,
                     &main_member.key,
@@ -98,6 +157,7 @@ impl Reader<'_> {
                     &vice_plan,
                     vice_select,
                 )?;
+                array::merge_vice_clauses(&mut select, &vice_plan);
                 joined = true;
             }
         }
@@ -136,7 +196,30 @@ impl Reader<'_> {
         select.limit = Some(paging.count);
         select.offset = paging.page * paging.count;
         let stmt = render(self.env.dialect, &select);
-        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let mut rows = self.rows(&stmt, &json_outputs).await?;
+        // Each row's vice columns, split off into the vice rows SQL paired the row with.
+        let vice_rows: Vec<Vec<Map<String, Json>>> = rows
+            .iter_mut()
+            .map(|row| {
+                carried
+                    .iter()
+                    .map(|c| take_prefixed(row, &c.prefix))
+                    .collect()
+            })
+            .collect();
+        if rows.is_empty() && plan.explain {
+            // No row, but the statement and its plan are still answered, in the list's shape.
+            let explained = json!({ "@explain": self.explain(&stmt).await? });
+            let item = match a.key.table.is_some() {
+                true => explained,
+                false => json!({ main_member.key.clone(): explained }),
+            };
+            return Ok(ArrayOut {
+                value: Some(Json::Array(vec![item])),
+                totals,
+                empty: false,
+            });
+        }
         let mut items = Vec::with_capacity(rows.len());
         let quiet_before = self.quiet_explain.len();
         self.quiet_explain.extend(quiet);
@@ -166,15 +249,57 @@ impl Reader<'_> {
                 }
             }
         } else {
+            // Members filled from the joined rows need no statement of their own.
+            let to_batch: Vec<Member> = item_members
+                .iter()
+                .enumerate()
+                .map(|(m, member)| match carried.iter().any(|c| c.member == m) {
+                    true => Member {
+                        key: member.key.clone(),
+                        node: Node::Value(Json::Null),
+                    },
+                    false => member.clone(),
+                })
+                .collect();
             let batched = self
-                .batch_members(&item_members, &main_member.key, &arr_path, &mains)
+                .batch_members(&to_batch, &main_member.key, &arr_path, &mains)
                 .await?;
+            let mut vice_rows_of = vice_rows;
             for (i, main_obj) in mains.into_iter().enumerate() {
                 let item_path = format!("{arr_path}/{i}");
                 let mut item_out = Map::new();
                 item_out.insert(main_member.key.clone(), Json::Object(main_obj));
                 self.scopes.push((arr_path.clone(), i));
                 for (m, member) in item_members.iter().enumerate() {
+                    if let Some(c) = carried.iter().position(|c| c.member == m) {
+                        let vice_row = std::mem::take(&mut vice_rows_of[i][c]);
+                        if vice_row.is_empty() {
+                            continue;
+                        }
+                        let carried = &carried[c];
+                        let vice_path = join(&item_path, &member.key);
+                        let site = Site {
+                            path: &vice_path,
+                            depth: depth + 1,
+                            explain: false,
+                        };
+                        let r = self
+                            .finish_object(&carried.object, &carried.plan, vice_row, &stmt, site)
+                            .await;
+                        match r {
+                            Ok(obj) => {
+                                // `@drop`: referable, not answered.
+                                if !carried.plan.drop {
+                                    item_out.insert(member.key.clone(), Json::Object(obj));
+                                }
+                            }
+                            Err(e) => {
+                                self.scopes.pop();
+                                return Err(e);
+                            }
+                        }
+                        continue;
+                    }
                     let r = match batched.get(m).and_then(Option::as_ref) {
                         Some(values) => {
                             if let Some(v) = values.get(i).cloned().flatten() {

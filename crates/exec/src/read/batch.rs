@@ -236,6 +236,7 @@ impl Reader<'_> {
         let probe = TablePlan::new(t, &self.ctx())?;
         if probe.explain
             || probe.drop
+            || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
             || self.env.method.is_count()
@@ -311,6 +312,7 @@ impl Reader<'_> {
         let probe = TablePlan::new(t, &self.ctx())?;
         if probe.explain
             || probe.drop
+            || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
             || probe.distinct

@@ -7,6 +7,11 @@
 
 mod arrays;
 mod batch;
+mod explain;
+mod keys;
+
+pub use keys::list_key;
+use keys::percent_decode;
 
 use crate::backend::Backend;
 use crate::functions;
@@ -132,6 +137,7 @@ pub struct Outcome {
 
 /// Runs a GET/HEAD request.
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
+    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
     let mut reader = Reader {
         env,
         global_role: req.global("role"),
@@ -225,29 +231,6 @@ fn join(path: &str, key: &str) -> String {
         key.to_string()
     } else {
         format!("{path}/{key}")
-    }
-}
-
-/// `[]` → `list`, `User[]` → `userList`, `User-id[]` → `userIdList` (§2.3).
-pub fn list_key(array_key: &str) -> String {
-    let name = array_key.trim_end_matches("[]");
-    let name = name.split_once(':').map_or(name, |(_, alias)| alias);
-    let mut out = String::new();
-    for (i, part) in name.split('-').filter(|p| !p.is_empty()).enumerate() {
-        let mut chars = part.chars();
-        if let Some(c) = chars.next() {
-            if i == 0 {
-                out.extend(c.to_lowercase());
-            } else {
-                out.extend(c.to_uppercase());
-            }
-            out.push_str(chars.as_str());
-        }
-    }
-    if out.is_empty() {
-        "list".into()
-    } else {
-        out + "List"
     }
 }
 
@@ -471,8 +454,35 @@ impl<'a> Reader<'a> {
                     }
                     Node::Function(call) => {
                         let name = m.key.trim_end_matches("()").trim_end_matches(['-', '+']);
-                        if let Some(v) = functions::call(call, out, self.env.visitor)? {
+                        let value = if call.trim() == "getCurrentUser()" {
+                            self.current_user(path, depth).await?
+                        } else {
+                            functions::call(call, out, self.env.visitor)?
+                        };
+                        if let Some(v) = value {
+                            // Referable like any result: `"User":{"id@":"curId"}`.
+                            self.results.insert(join(path, name), v.clone());
                             out.insert(name.to_string(), v);
+                        }
+                    }
+                    Node::Value(v) if m.key.starts_with('@') => {
+                        // Root keywords with an object value (`"@gets":{…}`, the CRUD
+                        // declarations' object form) are checked like the others; elsewhere an
+                        // `@` key is no custom value to echo, but a keyword we do not know.
+                        let name = m.key[1..].to_string();
+                        let global = [(name.clone(), v.clone())];
+                        if depth == 1 && v.is_object() {
+                            apijet_plan::keywords::check_root_keywords(
+                                &global,
+                                self.env.method,
+                                self.env.options,
+                            )?;
+                        } else {
+                            return Err(PlanError::Invalid(format!(
+                                "{path}/{}: @{name} is not a keyword apijet knows here; remove it",
+                                m.key
+                            ))
+                            .into());
                         }
                     }
                     Node::Value(v) => {
@@ -512,7 +522,7 @@ impl<'a> Reader<'a> {
             let n = self.count(&count_select).await?;
             let mut obj = Map::new();
             if plan.explain {
-                obj.insert("@explain".into(), json!({ "sql": stmt.sql }));
+                obj.insert("@explain".into(), self.explain(&stmt).await?);
             }
             obj.insert("ok".into(), Json::Bool(true));
             obj.insert("code".into(), json!(200));
@@ -526,7 +536,11 @@ impl<'a> Reader<'a> {
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let Some(obj) = rows.into_iter().next() else {
             // With @explain the object answers its statement even when no row matched.
-            return Ok(explain.then(|| (json!({ "@explain": { "sql": stmt.sql } }), plan.drop)));
+            if !explain {
+                return Ok(None);
+            }
+            let explained = self.explain(&stmt).await?;
+            return Ok(Some((json!({ "@explain": explained }), plan.drop)));
         };
         let obj = self
             .finish_object(
@@ -563,7 +577,7 @@ impl<'a> Reader<'a> {
         }
         if explain {
             let mut first = Map::with_capacity(obj.len() + 1);
-            first.insert("@explain".into(), json!({ "sql": stmt.sql }));
+            first.insert("@explain".into(), self.explain(stmt).await?);
             first.extend(obj);
             obj = first;
         }
@@ -576,6 +590,23 @@ impl<'a> Reader<'a> {
                 if let Some(v) = functions::call(call, &obj, self.env.visitor)? {
                     obj.insert(name.to_string(), v);
                 }
+            }
+        }
+        for call in &plan.procedures {
+            let opts = self.env.options;
+            let answer = crate::procedure::run(
+                self.env.backend,
+                self.env.dialect,
+                call,
+                &obj,
+                opts.max_rows,
+                opts.max_answer_bytes,
+            )
+            .await?;
+            self.statements
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(v) = answer {
+                obj.insert(call.answer_key.clone(), v);
             }
         }
         let keep = self.refs.object(obj_path);
@@ -611,46 +642,5 @@ impl<'a> Reader<'a> {
             .into());
         }
         Ok(())
-    }
-}
-
-fn percent_decode(s: &str) -> String {
-    if !s.contains('%') {
-        return s.to_string();
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn list_keys_follow_the_format_rule() {
-        assert_eq!(list_key("[]"), "list");
-        assert_eq!(list_key("User[]"), "userList");
-        assert_eq!(list_key("User-id[]"), "userIdList");
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("User%5B%5D/id"), "User[]/id");
-        assert_eq!(percent_decode("a%"), "a%");
-        assert_eq!(percent_decode("%é1"), "%é1");
     }
 }
