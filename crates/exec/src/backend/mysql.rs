@@ -58,10 +58,11 @@ impl MySqlBackend {
                 .await
                 .map_err(|e| ExecError::Connect(e.to_string()))?;
             let mariadb = version.is_some_and(|v| v.to_ascii_lowercase().contains("mariadb"));
+            // Engines that speak the protocol without the variable (TiDB…) are simply not Galera.
             let wsrep: Option<(String, String)> = conn
                 .query_first("SHOW VARIABLES LIKE 'wsrep_on'")
                 .await
-                .map_err(|e| ExecError::Connect(e.to_string()))?;
+                .unwrap_or(None);
             if wsrep.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")) {
                 init.push("SET SESSION wsrep_sync_wait = 1".into());
             }

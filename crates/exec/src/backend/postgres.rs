@@ -69,11 +69,27 @@ impl PgBackend {
             .build()
             .map_err(|e| ExecError::Connect(e.to_string()))?;
         // Fail at start-up, not on the first request, when the database is unreachable.
-        drop(
-            pool.get()
+        let client = pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        if role == (Role::Primary { replicated: true }) {
+            let standbys = client
+                .query_opt("SHOW synchronous_standby_names", &[])
                 .await
-                .map_err(|e| ExecError::Connect(e.to_string()))?,
-        );
+                .ok()
+                .flatten()
+                .and_then(|r| r.try_get::<_, String>(0).ok())
+                .unwrap_or_default();
+            if standbys.trim().is_empty() {
+                tracing::warn!(
+                    "read_replicas are set but the primary has no synchronous_standby_names: \
+                     a read on a replica may miss a write acknowledged just before \
+                     (see docs/scale-out.md)"
+                );
+            }
+        }
+        drop(client);
         Ok(PgBackend { pool })
     }
 
