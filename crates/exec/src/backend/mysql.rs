@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// survivor (a Galera node, a promoted replica) without a restart.
 pub struct MySqlBackend {
     pools: Vec<Pool>,
+    /// Each pool's options, to tell a dead host from a dead pooled connection.
+    hosts: Vec<OptsBuilder>,
     current: AtomicUsize,
     /// The server is MariaDB (its regex syntax differs from MySQL 8).
     pub mariadb: bool,
@@ -68,12 +70,13 @@ impl MySqlBackend {
             }
             // Closing it is courtesy; a failure changes nothing.
             let _ = conn.disconnect().await;
-            let pools = hosts
+            let hosts = hosts
                 .iter()
-                .map(|u| Ok(Pool::new(builder(u, pool_size)?.init(init.clone()))))
-                .collect::<Result<Vec<Pool>, ExecError>>()?;
+                .map(|u| Ok(builder(u, pool_size)?.init(init.clone())))
+                .collect::<Result<Vec<OptsBuilder>, ExecError>>()?;
             return Ok(MySqlBackend {
-                pools,
+                pools: hosts.iter().cloned().map(Pool::new).collect(),
+                hosts,
                 current: AtomicUsize::new(i),
                 mariadb,
             });
@@ -82,7 +85,9 @@ impl MySqlBackend {
     }
 
     /// Runs `op` on the current host's pool; when the host cannot be reached, on the next
-    /// ones in turn (each tried once), and remembers the one that answered.
+    /// ones in turn (each tried once), and remembers the one that answered. A pooled connection
+    /// that broke (its server restarted, say) fails `op` like a dead host does; the host is
+    /// left only when a fresh connection to it fails too.
     async fn failover<'a, T, F, Fut>(&'a self, op: F) -> Result<T, ExecError>
     where
         F: Fn(&'a Pool) -> Fut,
@@ -100,7 +105,12 @@ impl MySqlBackend {
                     }
                     return Ok(v);
                 }
-                Err(e) if unreachable(&e) => last = Some(e),
+                Err(e) if unreachable(&e) => {
+                    if n > 1 && self.alive(k).await {
+                        return Err(db_error(e));
+                    }
+                    last = Some(e);
+                }
                 Err(e) => return Err(db_error(e)),
             }
         }
@@ -108,6 +118,17 @@ impl MySqlBackend {
             || "no database host".into(),
             |e| e.to_string(),
         )))
+    }
+
+    /// A fresh connection to host `k` succeeds (only asked after a failure).
+    async fn alive(&self, k: usize) -> bool {
+        match mysql_async::Conn::new(self.hosts[k].clone()).await {
+            Ok(c) => {
+                let _ = c.disconnect().await;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     async fn conn(&self) -> Result<mysql_async::Conn, ExecError> {
