@@ -88,11 +88,11 @@ else
   primary=127.0.0.1:${CL_PG_PORTS[0]}
   standby=127.0.0.1:${CL_PG_PORTS[1]}
   "$bin" demo --db "postgres://postgres@$primary/postgres" >/dev/null
-  # Both instances: writes on whichever host accepts them, reads on the standby.
-  db="postgres://postgres@$primary,$standby/postgres?target_session_attrs=read-write"
+  # Both instances: writes on whichever host accepts them (instance 1 lists the standby first:
+  # target_session_attrs=read-write skips it until it is promoted), reads on the standby.
   replica="postgres://postgres@$standby/postgres?application_name=apijet-replica"
-  cl_apijet_up "$DIR" 0 "$db" "$replica"
-  cl_apijet_up "$DIR" 1 "$db" "$replica"
+  cl_apijet_up "$DIR" 0 "postgres://postgres@$primary,$standby/postgres?target_session_attrs=read-write" "$replica"
+  cl_apijet_up "$DIR" 1 "postgres://postgres@$standby,$primary/postgres?target_session_attrs=read-write" "$replica"
   fault() { cl_pg_fail_over; }
   rows() { cl_pg "${CL_PG_PORTS[1]}" "SELECT content, id FROM \"Comment\" WHERE content LIKE 'ft-$run-%'" | tr '|' '\t'; }
   describe="stop the primary (immediate) and promote the standby"
