@@ -20,7 +20,7 @@
 # 5. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
 #    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
 #    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
-#    rsync and haproxy (installed with apt-get as root when missing). Under CI=true a missing tool
+#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a missing tool
 #    or a failed run fails the suite; elsewhere a missing tool skips the stage with a message.
 # 6. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
 set -euo pipefail
@@ -77,7 +77,7 @@ if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
   # shellcheck source=scripts/cluster/lib.sh
   source scripts/cluster/lib.sh
   if ! cl_require galera 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y galera-4 rsync haproxy >/dev/null || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y galera-4 rsync haproxy curl >/dev/null || true
   fi
   if cl_require galera; then
     for topology in galera postgres; do

@@ -40,8 +40,9 @@ cl_require() {
   [ "${1:-}" != galera ] || command -v rsync >/dev/null 2>&1 || missing+=(rsync)
   command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
   if [ ${#missing[@]} -gt 0 ]; then
-    cl_log "missing: ${missing[*]} (apt-get install galera-4 rsync haproxy python3)"
+    cl_log "missing: ${missing[*]} (apt-get install galera-4 rsync haproxy python3 curl)"
     return 1
   fi
 }
