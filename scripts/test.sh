@@ -20,8 +20,9 @@
 # 5. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
 #    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
 #    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
-#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a missing tool
-#    or a failed run fails the suite; elsewhere a missing tool skips the stage with a message.
+#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
+#    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
+#    a message.
 # 6. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
