@@ -10,7 +10,7 @@ use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::read::{read, ReadEnv};
 use apijet_exec::write::{single_insert, single_insert_answer, write, write_in, WriteEnv};
-use apijet_exec::{list_query, Backend, DbUrl, ExecError, Role};
+use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
@@ -85,7 +85,7 @@ impl AppState {
         let url = DbUrl::parse(&cfg.db).map_err(|e| e.to_string())?;
         let seed = matches!(&url, DbUrl::Sqlite(p) if cfg.db == crate::config::DEFAULT_DB
             && !std::path::Path::new(p).exists());
-        let role = Role::Primary {
+        let role = DbRole::Primary {
             replicated: !cfg.read_replicas.is_empty(),
         };
         let backend = Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
@@ -516,7 +516,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
             cfg.pool_size,
             cfg.statement_timeout_ms,
             false,
-            Role::Replica,
+            DbRole::Replica,
         )
         .await
         .map_err(|e| format!("read replica '{u}': {e}"))?;
@@ -569,7 +569,7 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
 /// `apijet demo --db URL`: (re)creates the demo dataset.
 pub async fn load_demo(db: &str) -> Result<(), String> {
     let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
-    let backend = Backend::connect(&url, 1, 0, true, Role::Primary { replicated: false })
+    let backend = Backend::connect(&url, 1, 0, true, DbRole::Primary { replicated: false })
         .await
         .map_err(|e| e.to_string())?;
     backend

@@ -25,7 +25,7 @@ pub enum Backend {
 
 /// What a connection pool is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum DbRole {
     /// The database every write goes to; `replicated` when reads also go to replicas, which
     /// then must see a write before it is acknowledged.
     Primary {
@@ -119,7 +119,7 @@ impl Backend {
         pool_size: usize,
         statement_timeout_ms: u64,
         create_sqlite: bool,
-        role: Role,
+        role: DbRole,
     ) -> Result<Backend, ExecError> {
         Ok(match url {
             DbUrl::Sqlite(path) => Backend::Sqlite(SqliteBackend::open(path, create_sqlite)?),

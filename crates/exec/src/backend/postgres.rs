@@ -5,7 +5,7 @@
 //! `timestamp`, so one bound value works against any column type. Rows arrive in binary
 //! format and are decoded straight into [`Cell`]s.
 
-use super::Role;
+use super::DbRole;
 use crate::cell::{recycle, Cell};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
@@ -38,7 +38,7 @@ impl PgBackend {
         url: &str,
         pool_size: usize,
         timeout_ms: u64,
-        role: Role,
+        role: DbRole,
     ) -> Result<PgBackend, ExecError> {
         let mut cfg: tokio_postgres::Config = url
             .parse()
@@ -49,7 +49,7 @@ impl PgBackend {
         if timeout_ms > 0 {
             options.push_str(&format!(" -c statement_timeout={timeout_ms}"));
         }
-        if role == (Role::Primary { replicated: true }) {
+        if role == (DbRole::Primary { replicated: true }) {
             options.push_str(" -c synchronous_commit=remote_apply");
         }
         cfg.options(options);
@@ -73,7 +73,7 @@ impl PgBackend {
             .get()
             .await
             .map_err(|e| ExecError::Connect(e.to_string()))?;
-        if role == (Role::Primary { replicated: true }) {
+        if role == (DbRole::Primary { replicated: true }) {
             let standbys = client
                 .query_opt("SHOW synchronous_standby_names", &[])
                 .await
