@@ -12,6 +12,9 @@
 #                               CL_API_PORTS[I], CL_API_PIDS[I]
 #   cl_haproxy_up DIR           haproxy round-robin over every started instance; CL_PROXY_PORT
 #   cl_down                     stop all of the above (safe to call twice)
+#
+# Every server leaves a pid file in its directory (mysqld.pid, postmaster.pid, apijetN.pid,
+# haproxy.pid), so scripts/cluster/down.sh can stop what a killed script left behind.
 
 CL_GALERA_LIB=${CL_GALERA_LIB:-/usr/lib/galera/libgalera_smm.so}
 CL_WAIT=${CL_WAIT:-90}
@@ -198,12 +201,14 @@ cl_apijet_up() {
   bin=$(cl_apijet_bin) || return 1
   port=$(db_free_ports 1)
   mkdir -p "$dir"
-  APIJET_DB=$db APIJET_LISTEN=127.0.0.1:$port APIJET_TOKEN_SECRET=$CL_TOKEN_SECRET \
+  # CL_DIR marks the process as this topology's for scripts/cluster/down.sh.
+  CL_DIR=$dir APIJET_DB=$db APIJET_LISTEN=127.0.0.1:$port APIJET_TOKEN_SECRET=$CL_TOKEN_SECRET \
     APIJET_INSTANCE_ID=$i APIJET_READ_REPLICAS=$replicas APIJET_POOL_SIZE=4 \
     APIJET_STATEMENT_TIMEOUT_MS=10000 \
     "$bin" serve </dev/null >"$dir/apijet$i.log" 2>&1 &
   CL_API_PIDS[i]=$!
   CL_API_PORTS[i]=$port
+  echo "${CL_API_PIDS[$i]}" >"$dir/apijet$i.pid"
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
     if ! kill -0 "${CL_API_PIDS[$i]}" 2>/dev/null || [ "$waited" -ge $((CL_WAIT * 5)) ]; then
       tail -n 20 "$dir/apijet$i.log" >&2
@@ -232,6 +237,7 @@ cl_haproxy_up() {
   } >"$dir/haproxy.cfg"
   haproxy -f "$dir/haproxy.cfg" -db </dev/null >"$dir/haproxy.log" 2>&1 &
   CL_PROXY_PID=$!
+  echo "$CL_PROXY_PID" >"$dir/haproxy.pid"
   until curl -s -o /dev/null "http://127.0.0.1:$CL_PROXY_PORT/"; do
     if ! kill -0 "$CL_PROXY_PID" 2>/dev/null || [ "$waited" -ge 50 ]; then
       cat "$dir/haproxy.log" >&2

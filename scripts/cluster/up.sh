@@ -50,6 +50,7 @@ cl_require "$topology"
 bin=$(cl_apijet_bin)
 export APIJET_BIN=$bin
 DIR=$(mktemp -d /tmp/apijet-cluster.XXXXXX)
+cl_log "files in $DIR (if this script is killed: bash scripts/cluster/down.sh $DIR)"
 
 case "$topology" in
 galera)
