@@ -6,7 +6,12 @@
 mod support;
 
 use serde_json::json;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 use support::{ada, code, demo_databases, post, Server};
 
 const CONFIG: &str = "token_secret = \"cluster\"\n";
@@ -24,6 +29,100 @@ fn dead_host_first(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").expect("a URL");
     let (userinfo, hosts) = rest.split_once('@').expect("a user");
     format!("{scheme}://{userinfo}@127.0.0.1:{},{hosts}", dead_port())
+}
+
+/// A TCP forwarder on a loopback port to `target`: a stand-in for a database host that can be
+/// made to die (listener closed, every forwarded connection cut) while the real one lives on.
+struct Forwarder {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Forwarder {
+    fn start(target: &str) -> Forwarder {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (target, stop2, streams2) =
+            (target.to_string(), Arc::clone(&stop), Arc::clone(&streams));
+        thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let Ok((client, _)) = listener.accept() else {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let _ = client.set_nonblocking(false);
+                let mut kept = streams2.lock().expect("lock");
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
+                        continue;
+                    };
+                    thread::spawn(move || {
+                        let mut buf = [0u8; 16384];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+                kept.push(client);
+                kept.push(server);
+            }
+            // Dropping the listener here refuses every later connection.
+        });
+        Forwarder {
+            port,
+            stop,
+            streams,
+        }
+    }
+
+    /// Connections forwarded so far and still open.
+    fn connections(&self) -> usize {
+        self.streams.lock().expect("lock").len() / 2
+    }
+
+    /// The open connections are cut (a network blip, a server-side kill); new ones still work.
+    fn cut(&self) {
+        for s in self.streams.lock().expect("lock").drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// The host dies: no new connections, and the open ones are cut.
+    fn kill(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(50));
+        self.cut();
+    }
+}
+
+/// `HOST:PORT` of a `scheme://user@HOST:PORT/…` URL.
+fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").expect("a URL").1;
+    let authority = rest.split(['/', '?']).next().expect("an authority");
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .to_string()
+}
+
+/// mysql_async moves a connection to a local server onto its Unix socket, which would bypass a
+/// [`Forwarder`]; keep MySQL connections on TCP.
+fn tcp_only(engine: &str, url: &str) -> String {
+    if engine == "mysql" {
+        with_param(url, "prefer_socket=false")
+    } else {
+        url.to_string()
+    }
 }
 
 fn with_param(url: &str, param: &str) -> String {
@@ -52,6 +151,109 @@ fn a_host_list_skips_a_dead_host() {
         let id = r["Comment"]["id"].as_i64().expect("id");
         let r = post(&mut c, "/get", &json!({"Comment": {"id": id}}));
         assert_eq!(r["Comment"]["content"], "cluster-hosts", "{engine}: {r}");
+    }
+}
+
+#[test]
+fn a_running_server_moves_to_the_next_host_when_its_host_dies() {
+    for (engine, url) in demo_databases("cluster_failover") {
+        if engine == "sqlite" {
+            continue;
+        }
+        let real = host_port(&url);
+        let doomed = Forwarder::start(&real);
+        let mut list = url.replacen(&real, &format!("127.0.0.1:{},{real}", doomed.port), 1);
+        list = tcp_only(engine, &list);
+        if engine == "postgres" {
+            list = with_param(&list, "target_session_attrs=read-write");
+        }
+        let s = Server::start(&list, CONFIG);
+        let mut c = ada(&s);
+        let write = |c: &mut support::Client, content: &str| {
+            post(
+                c,
+                "/post",
+                &json!({"tag": "Comment", "Comment": {"momentId": 1001, "content": content}}),
+            )
+        };
+        assert_eq!(code(&write(&mut c, "before-failover")), 200, "{engine}");
+        assert!(
+            doomed.connections() > 0,
+            "{engine}: the first host was not used"
+        );
+        doomed.kill();
+        // Requests on connections that were cut fail; within a few seconds, without a restart,
+        // the server writes on the surviving host.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut failures = 0;
+        let id = loop {
+            let r = write(&mut c, "after-failover");
+            if code(&r) == 200 {
+                break r["Comment"]["id"].as_i64().expect("id");
+            }
+            failures += 1;
+            assert!(
+                Instant::now() < deadline,
+                "{engine}: no write after the failover: {r}"
+            );
+            thread::sleep(Duration::from_millis(100));
+        };
+        let r = post(&mut c, "/get", &json!({"Comment": {"id": id}}));
+        assert_eq!(r["Comment"]["content"], "after-failover", "{engine}: {r}");
+        eprintln!("{engine}: {failures} failed requests before the first write on the survivor");
+    }
+}
+
+#[test]
+fn cut_connections_to_a_live_host_do_not_move_the_server_off_it() {
+    for (engine, url) in demo_databases("cluster_blip") {
+        if engine == "sqlite" {
+            continue;
+        }
+        let real = host_port(&url);
+        let (first, second) = (Forwarder::start(&real), Forwarder::start(&real));
+        let list = tcp_only(
+            engine,
+            &url.replacen(
+                &real,
+                &format!("127.0.0.1:{},127.0.0.1:{}", first.port, second.port),
+                1,
+            ),
+        );
+        let s = Server::start(&list, CONFIG);
+        let mut c = ada(&s);
+        for round in 0..3 {
+            first.cut();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                // A write (its transaction takes a pooled connection) and a read.
+                let w = post(
+                    &mut c,
+                    "/post",
+                    &json!({"tag": "Comment", "Comment": {"momentId": 1001, "content": "blip"}}),
+                );
+                let r = post(&mut c, "/get", &json!({"Comment": {"id": 5001}}));
+                if code(&w) == 200 && code(&r) == 200 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{engine}: no answer after a cut: {r}"
+                );
+                thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                first.connections() > 0,
+                "{engine}, round {round}: {} / {} new connections",
+                first.connections(),
+                second.connections()
+            );
+            assert_eq!(
+                second.connections(),
+                0,
+                "{engine}, round {round}: moved off a live host"
+            );
+        }
     }
 }
 
