@@ -289,7 +289,7 @@ impl AppState {
             };
             let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
             let state = Arc::clone(self);
-            let reader = Arc::clone(reader);
+            let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
             tokio::spawn(async move {
                 let mut sink = StreamSink::new(
                     tx.clone(),
@@ -297,10 +297,11 @@ impl AppState {
                     list.wrap_key.as_deref(),
                     list.json_outputs,
                 );
-                let mut result = reader.fetch(&stmt, &mut sink).await;
-                if matches!(result, Err(ExecError::Connect(_)))
-                    && !Arc::ptr_eq(&reader, &state.backend)
-                {
+                let mut result = match &replica {
+                    Some(r) => r.fetch(&stmt, &mut sink).await,
+                    None => state.backend.fetch(&stmt, &mut sink).await,
+                };
+                if replica.is_some() && matches!(result, Err(ExecError::Connect(_))) {
                     // The replica was unreachable before a row was sent: the primary answers.
                     result = state.backend.fetch(&stmt, &mut sink).await;
                 }

@@ -318,6 +318,14 @@ fn gets_go_to_the_replica_and_everything_else_to_the_primary() {
             r["Comment"]["count"], 0,
             "{engine}: HEAD on the replica: {r}"
         );
+        let found = |r: &serde_json::Value| r["Comment[]"].as_array().map_or(0, Vec::len);
+        let list = json!({"Comment[]": {"count": 3, "Comment": {"id": id}}});
+        let r = post(&mut c, "/get", &list);
+        assert_eq!(
+            (code(&r), found(&r)),
+            (200, 0),
+            "{engine}: streamed list on the replica: {r}"
+        );
         let r = post(&mut c, "/get", &json!({"Comment": {"id": 5001}}));
         assert_eq!(code(&r), 200, "{engine}: {r}");
         assert!(r["Comment"]["content"].is_string(), "{engine}: {r}");
@@ -334,6 +342,8 @@ fn gets_go_to_the_replica_and_everything_else_to_the_primary() {
             r["Comment"]["content"], "still-on-the-primary",
             "{engine}: {r}"
         );
+        let r = post(&mut ada(&direct), "/get", &list);
+        assert_eq!(found(&r), 1, "{engine}: the same list on the primary: {r}");
 
         let only_dead = {
             let (scheme, rest) = url.split_once("://").expect("a URL");
