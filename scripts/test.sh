@@ -17,7 +17,13 @@
 # 4. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
 #    tests/conformance.rs is printed) and exits with its status. Extra arguments are passed to
 #    cargo test before the `--`, e.g. `bash scripts/test.sh --test conformance`.
-# 5. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
+# 5. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
+#    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
+#    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
+#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
+#    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
+#    a message.
+# 6. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,4 +73,23 @@ set +e
 cargo test --workspace "$@" -- --nocapture --test-threads=2
 status=$?
 set -e
+
+if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
+  # shellcheck source=scripts/cluster/lib.sh
+  source scripts/cluster/lib.sh
+  if ! cl_require galera 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y galera-4 rsync haproxy curl >/dev/null || true
+  fi
+  if cl_require galera; then
+    for topology in galera postgres; do
+      db_log "cluster stage: fault test on $topology"
+      FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh "$topology" || status=1
+    done
+  elif [ "${CI:-}" = true ]; then
+    db_log "cluster stage cannot run under CI: tools missing"
+    status=1
+  else
+    db_log "cluster stage SKIPPED: tools missing (see above)"
+  fi
+fi
 exit "$status"

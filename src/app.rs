@@ -10,7 +10,7 @@ use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::read::{read, ReadEnv};
 use apijet_exec::write::{single_insert, single_insert_answer, write, write_in, WriteEnv};
-use apijet_exec::{list_query, Backend, DbUrl};
+use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
@@ -20,6 +20,7 @@ use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
 use serde_json::{Map, Value as Json};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -48,6 +49,9 @@ pub struct Snapshot {
 /// What every request shares; built once at start-up.
 pub struct AppState {
     pub backend: Arc<Backend>,
+    /// Read replicas for GET and HEAD (none: everything on `backend`).
+    replicas: Vec<Arc<Backend>>,
+    next_replica: AtomicUsize,
     pub dialect: Box<dyn Dialect>,
     snapshot: ArcSwap<Snapshot>,
     pub options: PlanOptions,
@@ -81,9 +85,13 @@ impl AppState {
         let url = DbUrl::parse(&cfg.db).map_err(|e| e.to_string())?;
         let seed = matches!(&url, DbUrl::Sqlite(p) if cfg.db == crate::config::DEFAULT_DB
             && !std::path::Path::new(p).exists());
-        let backend = Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed)
+        let role = DbRole::Primary {
+            replicated: !cfg.read_replicas.is_empty(),
+        };
+        let backend = Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
             .await
             .map_err(|e| e.to_string())?;
+        let replicas = connect_replicas(cfg, &backend).await?;
         if seed {
             backend
                 .execute_script(&crate::demo::demo_statements(backend.engine()))
@@ -106,7 +114,13 @@ impl AppState {
         let backend = Arc::new(backend);
         let served = served_names(backend.engine(), &cfg.db);
         let sort_unordered_groups = backend.engine() != apijet_core::Engine::MySql;
+        let ids = match cfg.instance_id {
+            Some(id) => IdGenerator::for_instance(id)?,
+            None => IdGenerator::new(),
+        };
         Ok(AppState {
+            replicas,
+            next_replica: AtomicUsize::new(0),
             dialect: backend.dialect(),
             queue: cfg.write_queue.then(|| {
                 WriteQueue::new(
@@ -150,19 +164,30 @@ impl AppState {
                 }),
             },
             admins: cfg.admins.clone(),
-            ids: IdGenerator::new(),
+            ids,
             max_batch: cfg.max_batch,
         })
     }
 
+    /// Where a read runs: GET and HEAD go to the read replicas in turn, when there are any;
+    /// everything else (private reads, the reads of `/crud`, logins) to the primary.
+    fn reader(&self, method: Method) -> &Arc<Backend> {
+        if self.replicas.is_empty() || !matches!(method, Method::Get | Method::Head) {
+            return &self.backend;
+        }
+        let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
+        &self.replicas[i % self.replicas.len()]
+    }
+
     fn read_env<'a>(
         &'a self,
+        backend: &'a Backend,
         method: Method,
         visitor: Option<&'a Visitor>,
         snapshot: &'a Snapshot,
     ) -> ReadEnv<'a> {
         ReadEnv {
-            backend: &self.backend,
+            backend,
             dialect: self.dialect.as_ref(),
             schema: &snapshot.schema,
             options: &self.options,
@@ -262,13 +287,15 @@ impl AppState {
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
         let req = Request::from_map(map)?;
-        let env = self.read_env(method, visitor, &snapshot);
+        let reader = self.reader(method);
+        let env = self.read_env(reader, method, visitor, &snapshot);
         if let Some(list) = list_query(&req, &env)? {
             let Some(stmt) = list.statement else {
                 return Ok(Answer::Json(success(Map::new(), false)));
             };
             let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
             let state = Arc::clone(self);
+            let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
             tokio::spawn(async move {
                 let mut sink = StreamSink::new(
                     tx.clone(),
@@ -276,7 +303,15 @@ impl AppState {
                     list.wrap_key.as_deref(),
                     list.json_outputs,
                 );
-                match state.backend.fetch(&stmt, &mut sink).await {
+                let mut result = match &replica {
+                    Some(r) => r.fetch(&stmt, &mut sink).await,
+                    None => state.backend.fetch(&stmt, &mut sink).await,
+                };
+                if replica.is_some() && matches!(result, Err(ExecError::Connect(_))) {
+                    // The replica was unreachable before a row was sent: the primary answers.
+                    result = state.backend.fetch(&stmt, &mut sink).await;
+                }
+                match result {
                     Ok(_) => {
                         let _ = sink.finish(now_ms()).await;
                     }
@@ -287,7 +322,14 @@ impl AppState {
             });
             return Ok(Answer::Stream(rx));
         }
-        let outcome = read(&req, &env).await?;
+        let outcome = match read(&req, &env).await {
+            Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
+                // Reads change nothing: a replica that could not answer is retried on the primary.
+                let env = self.read_env(&self.backend, method, visitor, &snapshot);
+                read(&req, &env).await?
+            }
+            other => other?,
+        };
         Ok(Answer::Counted(
             success(outcome.results, req.format),
             outcome.statements,
@@ -392,7 +434,8 @@ impl AppState {
             }
         }
         for (key, method, req) in reads {
-            let env = self.read_env(method, visitor, snapshot);
+            // After the writes of the same call: the primary, which has them.
+            let env = self.read_env(&self.backend, method, visitor, snapshot);
             let mut results = read(&req, &env).await?.results;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));
@@ -452,6 +495,43 @@ pub struct Call<'a> {
     pub visitor: Option<Visitor>,
 }
 
+/// The database could not be reached, or the connection broke: another server may answer.
+fn unreachable(e: &ExecError) -> bool {
+    matches!(
+        e,
+        ExecError::Connect(_)
+            | ExecError::Db {
+                kind: apijet_exec::DbErrorKind::Connection,
+                ..
+            }
+    )
+}
+
+/// Connects to the read replicas. One that is down at start-up is an error, as the primary is:
+/// a typo in a URL should not pass for an outage.
+async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Backend>>, String> {
+    let mut replicas = Vec::new();
+    for u in &cfg.read_replicas {
+        let url = DbUrl::parse(u).map_err(|e| e.to_string())?;
+        if url.engine() != primary.engine() || url.engine() == apijet_core::Engine::Sqlite {
+            return Err(format!(
+                "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
+            ));
+        }
+        let replica = Backend::connect(
+            &url,
+            cfg.pool_size,
+            cfg.statement_timeout_ms,
+            false,
+            DbRole::Replica,
+        )
+        .await
+        .map_err(|e| format!("read replica '{u}': {e}"))?;
+        replicas.push(Arc::new(replica));
+    }
+    Ok(replicas)
+}
+
 async fn load_snapshot(
     backend: &Backend,
     debug: bool,
@@ -496,7 +576,7 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
 /// `apijet demo --db URL`: (re)creates the demo dataset.
 pub async fn load_demo(db: &str) -> Result<(), String> {
     let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
-    let backend = Backend::connect(&url, 1, 0, true)
+    let backend = Backend::connect(&url, 1, 0, true, DbRole::Primary { replicated: false })
         .await
         .map_err(|e| e.to_string())?;
     backend

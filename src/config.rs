@@ -65,6 +65,11 @@ pub struct Config {
     pub raw_sql: Vec<String>,
     /// Stored procedures and functions `"@name()": "proc(args)"` may call.
     pub procedures: Vec<String>,
+    /// This instance's number (0–2047), different on every instance sharing a database: the
+    /// ids it gives inserted rows never collide with another instance's. Unset: random.
+    pub instance_id: Option<u16>,
+    /// Read-only database URLs for GET and HEAD; everything else goes to `db`.
+    pub read_replicas: Vec<String>,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -100,6 +105,8 @@ pub struct Partial {
     login_limit_entries: Option<usize>,
     raw_sql: Option<Vec<String>>,
     procedures: Option<Vec<String>>,
+    instance_id: Option<u16>,
+    read_replicas: Option<Vec<String>>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -137,6 +144,8 @@ impl Default for Config {
             login_limit_entries: 10_000,
             raw_sql: Vec::new(),
             procedures: Vec::new(),
+            instance_id: None,
+            read_replicas: Vec::new(),
         }
     }
 }
@@ -174,10 +183,14 @@ impl Config {
             login_lockout_secs,
             login_limit_entries,
             raw_sql,
-            procedures
+            procedures,
+            read_replicas
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
+        }
+        if p.instance_id.is_some() {
+            self.instance_id = p.instance_id;
         }
     }
 
@@ -251,6 +264,11 @@ fn from_env() -> Result<Partial, String> {
         login_limit_entries: var("APIJET_LOGIN_LIMIT_ENTRIES")?,
         raw_sql: None,
         procedures: None,
+        instance_id: var("APIJET_INSTANCE_ID")?,
+        // Space-separated: a URL's host list already uses commas.
+        read_replicas: std::env::var("APIJET_READ_REPLICAS")
+            .ok()
+            .map(|v| v.split_whitespace().map(str::to_string).collect()),
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')
@@ -293,5 +311,13 @@ mod tests {
         assert_eq!(c.max_count, 1000);
         std::fs::write(&file, "nonsense = 1\n").expect("write");
         assert!(Config::load(Some(&file), Partial::default()).is_err());
+        std::fs::write(
+            &file,
+            "instance_id = 7\nread_replicas = [\"postgres://u@a:1,b:2/db\"]\n",
+        )
+        .expect("write");
+        let c = Config::load(Some(&file), Partial::default()).expect("loads");
+        assert_eq!(c.instance_id, Some(7));
+        assert_eq!(c.read_replicas, ["postgres://u@a:1,b:2/db"]);
     }
 }

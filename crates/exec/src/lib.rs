@@ -18,7 +18,7 @@ pub mod read;
 pub mod sink;
 pub mod write;
 
-pub use backend::{Backend, DbUrl};
+pub use backend::{Backend, DbRole, DbUrl};
 pub use introspect::{kind_of, load_request_rules, load_schema};
 pub use list::{list_query, ListQuery};
 

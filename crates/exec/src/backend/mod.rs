@@ -23,7 +23,22 @@ pub enum Backend {
     MySql(MySqlBackend),
 }
 
-/// A parsed `--db` URL.
+/// What a connection pool is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbRole {
+    /// The database every write goes to; `replicated` when reads also go to replicas, which
+    /// then must see a write before it is acknowledged.
+    Primary {
+        /// Read replicas are configured.
+        replicated: bool,
+    },
+    /// A read replica (GET and HEAD only).
+    Replica,
+}
+
+/// A parsed `--db` URL. PostgreSQL and MySQL URLs may name several hosts
+/// (`postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write`,
+/// `mysql://u@h1:3306,h2:3307/db`), tried in order when a connection is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbUrl {
     /// `sqlite://PATH`
@@ -50,9 +65,12 @@ impl DbUrl {
             return Ok(DbUrl::Postgres(url.to_string()));
         }
         if let Some(rest) = url.strip_prefix("mariadb://") {
-            return Ok(DbUrl::MySql(format!("mysql://{rest}")));
+            let url = format!("mysql://{rest}");
+            split_hosts(&url)?;
+            return Ok(DbUrl::MySql(url));
         }
         if url.starts_with("mysql://") {
+            split_hosts(url)?;
             return Ok(DbUrl::MySql(url.to_string()));
         }
         Err(ExecError::Connect(format!(
@@ -70,6 +88,30 @@ impl DbUrl {
     }
 }
 
+/// One URL per host of a `scheme://userinfo@h1:p1,h2:p2/path?query` URL, each with the same
+/// user, database and parameters; a single-host URL is returned as it is.
+pub fn split_hosts(url: &str) -> Result<Vec<String>, ExecError> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| ExecError::Connect(format!("'{url}' is not a URL")))?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    let hosts: Vec<&str> = hosts.split(',').map(str::trim).collect();
+    if hosts.iter().any(|h| h.is_empty()) {
+        return Err(ExecError::Connect(format!(
+            "'{url}': an empty host in the host list"
+        )));
+    }
+    Ok(hosts
+        .iter()
+        .map(|h| format!("{scheme}://{userinfo}{h}{tail}"))
+        .collect())
+}
+
 impl Backend {
     /// Connects to the database; SQLite files are created when `create_sqlite` is set.
     pub async fn connect(
@@ -77,12 +119,13 @@ impl Backend {
         pool_size: usize,
         statement_timeout_ms: u64,
         create_sqlite: bool,
+        role: DbRole,
     ) -> Result<Backend, ExecError> {
         Ok(match url {
             DbUrl::Sqlite(path) => Backend::Sqlite(SqliteBackend::open(path, create_sqlite)?),
-            DbUrl::Postgres(u) => {
-                Backend::Postgres(PgBackend::connect(u, pool_size, statement_timeout_ms).await?)
-            }
+            DbUrl::Postgres(u) => Backend::Postgres(
+                PgBackend::connect(u, pool_size, statement_timeout_ms, role).await?,
+            ),
             DbUrl::MySql(u) => {
                 Backend::MySql(MySqlBackend::connect(u, pool_size, statement_timeout_ms).await?)
             }
@@ -207,5 +250,19 @@ mod tests {
             DbUrl::MySql("mysql://u@h/db".into())
         );
         assert!(DbUrl::parse("oracle://x").is_err());
+    }
+
+    #[test]
+    fn host_lists_split_into_one_url_per_host() {
+        assert_eq!(
+            split_hosts("mysql://u:p@a:1,b:2/db?x=1").expect("ok"),
+            ["mysql://u:p@a:1/db?x=1", "mysql://u:p@b:2/db?x=1"]
+        );
+        assert_eq!(split_hosts("mysql://a/db").expect("ok"), ["mysql://a/db"]);
+        assert_eq!(
+            DbUrl::parse("mariadb://u@a:1,b:2/db").expect("ok"),
+            DbUrl::MySql("mysql://u@a:1,b:2/db".into())
+        );
+        assert!(DbUrl::parse("mysql://u@a:1,/db").is_err());
     }
 }

@@ -13,71 +13,126 @@ use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A pool of MySQL/MariaDB connections.
+/// Pools of MySQL/MariaDB connections, one per host of the URL (`h1:p1,h2:p2`). Connections
+/// come from the host that last answered; when it refuses connections the next hosts are tried
+/// in order and the first that accepts becomes the current one, so an instance moves to a
+/// survivor (a Galera node, a promoted replica) without a restart.
 pub struct MySqlBackend {
-    pool: Pool,
+    pools: Vec<Pool>,
+    /// Each pool's options, to tell a dead host from a dead pooled connection.
+    hosts: Vec<OptsBuilder>,
+    current: AtomicUsize,
     /// The server is MariaDB (its regex syntax differs from MySQL 8).
     pub mariadb: bool,
 }
 
 impl MySqlBackend {
-    /// Connects (and checks the connection) to `url`.
+    /// Connects (and checks the connection) to the first reachable host of `url`. On a Galera
+    /// node every session reads with `wsrep_sync_wait = 1`: a read first catches up with every
+    /// write committed anywhere in the cluster, so what one instance acknowledged, another
+    /// instance (on another node) reads. Galera applies writes on the other nodes
+    /// asynchronously; without it such a read can miss a write acknowledged a moment before.
     pub async fn connect(
         url: &str,
         pool_size: usize,
         timeout_ms: u64,
     ) -> Result<MySqlBackend, ExecError> {
-        let opts = Opts::from_url(url).map_err(|e| ExecError::Connect(e.to_string()))?;
+        let hosts = super::split_hosts(url)?;
         let mut init = vec![
             "SET time_zone = '+00:00'".to_string(),
             "SET NAMES utf8mb4".to_string(),
         ];
-        if timeout_ms > 0 {
-            init.push(format!(
-                "SET SESSION max_statement_time = {}",
-                timeout_ms as f64 / 1000.0
-            ));
-        }
-        // min = max: mysql_async closes connections above the minimum as soon as they are
-        // returned (the idle TTL defaults to zero), which under load meant a new connection,
-        // its set-up and fresh prepares for most requests.
-        let constraints = PoolConstraints::new(pool_size.max(1), pool_size.max(1))
-            .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
-        let builder = OptsBuilder::from_opts(opts)
-            // No reset when a connection goes back to the pool: a reset drops the prepared-statement
-            // cache, and apijet keeps no session state beyond the init commands.
-            .pool_opts(
-                PoolOpts::default()
-                    .with_constraints(constraints)
-                    .with_reset_connection(false),
-            )
-            .stmt_cache_size(256)
-            // An UPDATE that sets a value already there still matched its row: count matched
-            // rows, as PostgreSQL and SQLite do, so such a write is not mistaken for "no row".
-            .client_found_rows(true);
-        let pool = Pool::new(builder.clone().init(init.clone()));
-        let mut conn = match pool.get_conn().await {
-            Ok(c) => c,
-            Err(e) if timeout_ms > 0 => {
-                // MySQL spells the statement timeout max_execution_time; try without it.
-                let _ = e;
-                init.pop();
-                init.push(format!("SET SESSION max_execution_time = {timeout_ms}"));
-                Pool::new(builder.init(init))
-                    .get_conn()
-                    .await
-                    .map_err(|e| ExecError::Connect(e.to_string()))?
+        let mut errors = Vec::new();
+        for (i, host_url) in hosts.iter().enumerate() {
+            let opts = builder(host_url, pool_size)?;
+            let (mut conn, timeout) = match first_conn(&opts, &init, timeout_ms).await {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!("{}: {e}", host_of(host_url)));
+                    continue;
+                }
+            };
+            init.extend(timeout);
+            let version: Option<String> = conn
+                .query_first("SELECT VERSION()")
+                .await
+                .map_err(|e| ExecError::Connect(e.to_string()))?;
+            let mariadb = version.is_some_and(|v| v.to_ascii_lowercase().contains("mariadb"));
+            // Engines that speak the protocol without the variable (TiDB…) are simply not Galera.
+            let wsrep: Option<(String, String)> = conn
+                .query_first("SHOW VARIABLES LIKE 'wsrep_on'")
+                .await
+                .unwrap_or(None);
+            if wsrep.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")) {
+                init.push("SET SESSION wsrep_sync_wait = 1".into());
             }
-            Err(e) => return Err(ExecError::Connect(e.to_string())),
-        };
-        let version: Option<String> = conn
-            .query_first("SELECT VERSION()")
-            .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
-        let mariadb = version.is_some_and(|v| v.to_ascii_lowercase().contains("mariadb"));
-        drop(conn);
-        Ok(MySqlBackend { pool, mariadb })
+            // Closing it is courtesy; a failure changes nothing.
+            let _ = conn.disconnect().await;
+            let hosts = hosts
+                .iter()
+                .map(|u| Ok(builder(u, pool_size)?.init(init.clone())))
+                .collect::<Result<Vec<OptsBuilder>, ExecError>>()?;
+            return Ok(MySqlBackend {
+                pools: hosts.iter().cloned().map(Pool::new).collect(),
+                hosts,
+                current: AtomicUsize::new(i),
+                mariadb,
+            });
+        }
+        Err(ExecError::Connect(errors.join("; ")))
+    }
+
+    /// Runs `op` on the current host's pool; when the host cannot be reached, on the next
+    /// ones in turn (each tried once), and remembers the one that answered. A pooled connection
+    /// that broke (its server restarted, say) fails `op` like a dead host does; the host is
+    /// left only when a fresh connection to it fails too.
+    async fn failover<'a, T, F, Fut>(&'a self, op: F) -> Result<T, ExecError>
+    where
+        F: Fn(&'a Pool) -> Fut,
+        Fut: std::future::Future<Output = Result<T, mysql_async::Error>>,
+    {
+        let start = self.current.load(Ordering::Relaxed);
+        let n = self.pools.len();
+        let mut last = None;
+        for k in (0..n).map(|i| (start + i) % n) {
+            match op(&self.pools[k]).await {
+                Ok(v) => {
+                    if k != start {
+                        self.current.store(k, Ordering::Relaxed);
+                        tracing::warn!(host = k, "database host changed after a failed connection");
+                    }
+                    return Ok(v);
+                }
+                Err(e) if unreachable(&e) => {
+                    if n > 1 && self.alive(k).await {
+                        return Err(db_error(e));
+                    }
+                    last = Some(e);
+                }
+                Err(e) => return Err(db_error(e)),
+            }
+        }
+        Err(ExecError::Connect(last.map_or_else(
+            || "no database host".into(),
+            |e| e.to_string(),
+        )))
+    }
+
+    /// A fresh connection to host `k` succeeds (only asked after a failure).
+    async fn alive(&self, k: usize) -> bool {
+        match mysql_async::Conn::new(self.hosts[k].clone()).await {
+            Ok(c) => {
+                let _ = c.disconnect().await;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    async fn conn(&self) -> Result<mysql_async::Conn, ExecError> {
+        self.failover(Pool::get_conn).await
     }
 
     /// Runs a statement, feeding every row to `sink`.
@@ -86,28 +141,94 @@ impl MySqlBackend {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let mut conn = self.pool.get_conn().await.map_err(db_error)?;
+        let mut conn = self.conn().await?;
         fetch_on(&mut conn, stmt, sink).await
     }
 
     /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
     pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
         let tx = self
-            .pool
-            .start_transaction(mysql_async::TxOpts::default())
-            .await
-            .map_err(db_error)?;
+            .failover(|p| p.start_transaction(mysql_async::TxOpts::default()))
+            .await?;
         Ok(MySqlTx { tx })
     }
 
     /// Runs statements that return no rows (schema set-up, demo data).
     pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
-        let mut conn = self.pool.get_conn().await.map_err(db_error)?;
+        let mut conn = self.conn().await?;
         for s in statements {
             conn.query_drop(s.as_str()).await.map_err(db_error)?;
         }
         Ok(())
     }
+}
+
+/// The pool options of one host.
+fn builder(url: &str, pool_size: usize) -> Result<OptsBuilder, ExecError> {
+    let opts = Opts::from_url(url).map_err(|e| ExecError::Connect(e.to_string()))?;
+    // min = max: mysql_async closes connections above the minimum as soon as they are
+    // returned (the idle TTL defaults to zero), which under load meant a new connection,
+    // its set-up and fresh prepares for most requests.
+    let constraints = PoolConstraints::new(pool_size.max(1), pool_size.max(1))
+        .ok_or_else(|| ExecError::Connect("invalid pool size".into()))?;
+    Ok(OptsBuilder::from_opts(opts)
+        // No reset when a connection goes back to the pool: a reset drops the prepared-statement
+        // cache, and apijet keeps no session state beyond the init commands.
+        .pool_opts(
+            PoolOpts::default()
+                .with_constraints(constraints)
+                .with_reset_connection(false),
+        )
+        .stmt_cache_size(256)
+        // An UPDATE that sets a value already there still matched its row: count matched
+        // rows, as PostgreSQL and SQLite do, so such a write is not mistaken for "no row".
+        .client_found_rows(true))
+}
+
+/// A first connection to one host with `init`, and the statement-timeout command that worked
+/// (MariaDB spells it max_statement_time, MySQL max_execution_time).
+async fn first_conn(
+    builder: &OptsBuilder,
+    init: &[String],
+    timeout_ms: u64,
+) -> Result<(mysql_async::Conn, Option<String>), mysql_async::Error> {
+    let with = |t: Option<&String>| {
+        let mut all = init.to_vec();
+        all.extend(t.cloned());
+        mysql_async::Conn::new(builder.clone().init(all))
+    };
+    if timeout_ms == 0 {
+        return Ok((with(None).await?, None));
+    }
+    let mariadb = format!(
+        "SET SESSION max_statement_time = {}",
+        timeout_ms as f64 / 1000.0
+    );
+    match with(Some(&mariadb)).await {
+        Ok(c) => Ok((c, Some(mariadb))),
+        Err(e) if unreachable(&e) => Err(e),
+        Err(_) => {
+            let mysql = format!("SET SESSION max_execution_time = {timeout_ms}");
+            Ok((with(Some(&mysql)).await?, Some(mysql)))
+        }
+    }
+}
+
+/// The host cannot serve: refused or broken connection, shutting down, or a Galera node
+/// outside the primary component. Worth trying the next host.
+fn unreachable(e: &mysql_async::Error) -> bool {
+    match e {
+        mysql_async::Error::Io(_) => true,
+        // 1047 WSREP not ready, 1053 shutdown in progress, 1927 connection killed.
+        mysql_async::Error::Server(se) => matches!(se.code, 1047 | 1053 | 1927),
+        _ => false,
+    }
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h)
 }
 
 /// Runs a statement on `q`, feeding every row to `sink`.

@@ -5,6 +5,7 @@
 //! `timestamp`, so one bound value works against any column type. Rows arrive in binary
 //! format and are decoded straight into [`Cell`]s.
 
+use super::DbRole;
 use crate::cell::{recycle, Cell};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
@@ -25,19 +26,36 @@ pub struct PgBackend {
 }
 
 impl PgBackend {
-    /// Connects (and checks the connection) to `url`.
+    /// Connects (and checks the connection) to `url`. A URL with several hosts is tried in
+    /// order for every new connection (`target_session_attrs=read-write` skips standbys), and
+    /// the pool drops connections that broke, so after a failover the next connections go to
+    /// the new primary without a restart.
+    ///
+    /// A primary with read replicas commits with `synchronous_commit = remote_apply`: a write
+    /// is acknowledged only once the synchronous standbys (`synchronous_standby_names`) have
+    /// applied it, so the next read, on any replica and any instance, sees it.
     pub async fn connect(
         url: &str,
         pool_size: usize,
         timeout_ms: u64,
+        role: DbRole,
     ) -> Result<PgBackend, ExecError> {
         let mut cfg: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| ExecError::Connect(e.to_string()))?;
+        // Options of the URL come first, so apijet's own settings win.
+        let mut options = cfg.get_options().map_or(String::new(), |o| format!("{o} "));
+        options.push_str("-c TimeZone=UTC");
         if timeout_ms > 0 {
-            cfg.options(format!("-c statement_timeout={timeout_ms} -c TimeZone=UTC"));
-        } else {
-            cfg.options("-c TimeZone=UTC");
+            options.push_str(&format!(" -c statement_timeout={timeout_ms}"));
+        }
+        if role == (DbRole::Primary { replicated: true }) {
+            options.push_str(" -c synchronous_commit=remote_apply");
+        }
+        cfg.options(options);
+        if cfg.get_connect_timeout().is_none() {
+            // A host that drops packets must not hold a request (or the failover) forever.
+            cfg.connect_timeout(std::time::Duration::from_secs(5));
         }
         let mgr = Manager::from_config(
             cfg,
@@ -51,11 +69,27 @@ impl PgBackend {
             .build()
             .map_err(|e| ExecError::Connect(e.to_string()))?;
         // Fail at start-up, not on the first request, when the database is unreachable.
-        drop(
-            pool.get()
+        let client = pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        if role == (DbRole::Primary { replicated: true }) {
+            let standbys = client
+                .query_opt("SHOW synchronous_standby_names", &[])
                 .await
-                .map_err(|e| ExecError::Connect(e.to_string()))?,
-        );
+                .ok()
+                .flatten()
+                .and_then(|r| r.try_get::<_, String>(0).ok())
+                .unwrap_or_default();
+            if standbys.trim().is_empty() {
+                tracing::warn!(
+                    "read_replicas are set but the primary has no synchronous_standby_names: \
+                     a read on a replica may miss a write acknowledged just before \
+                     (see docs/scale-out.md)"
+                );
+            }
+        }
+        drop(client);
         Ok(PgBackend { pool })
     }
 

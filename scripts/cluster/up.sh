@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Brings a local topology up, prints how to reach it, keeps it up for SECONDS (default 600) or
+# until Ctrl-C, then takes everything down and removes its files:
+#
+#   bash scripts/cluster/up.sh galera   [SECONDS]   3-node MariaDB Galera + 2 apijet + haproxy
+#   bash scripts/cluster/up.sh postgres [SECONDS]   PostgreSQL primary + synchronous hot standby
+#                                                   + 2 apijet (reads on the standby) + haproxy
+#   bash scripts/cluster/up.sh haproxy DB_URL [SECONDS]
+#                                                   2 apijet over an existing database + haproxy
+#
+# Everything listens on 127.0.0.1 (free ports), lives in a mktemp directory under /tmp, and the
+# demo dataset is loaded into the new databases. The instances share token_secret and have
+# instance ids 0 and 1. To fail a server by hand while it runs: `kill -9 PID` of a Galera node,
+# or the pg_ctl commands printed for PostgreSQL.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+topology=${1:-}
+case "$topology" in
+galera | postgres) seconds=${2:-600} ;;
+haproxy)
+  [ -n "${2:-}" ] || { echo "usage: $0 haproxy DB_URL [SECONDS]" >&2; exit 2; }
+  seconds=${3:-600}
+  ;;
+*)
+  echo "usage: $0 galera|postgres [SECONDS] | haproxy DB_URL [SECONDS]" >&2
+  exit 2
+  ;;
+esac
+
+# shellcheck source=scripts/lib/db.sh
+source scripts/lib/db.sh
+# shellcheck source=scripts/cluster/lib.sh
+source scripts/cluster/lib.sh
+
+DIR=""
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  cl_log "taking the $topology topology down"
+  cl_down
+  [ -n "$DIR" ] && rm -rf "$DIR"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 0' INT TERM
+
+cl_require "$topology"
+bin=$(cl_apijet_bin)
+export APIJET_BIN=$bin
+DIR=$(mktemp -d /tmp/apijet-cluster.XXXXXX)
+cl_log "files in $DIR (if this script is killed: bash scripts/cluster/down.sh $DIR)"
+
+case "$topology" in
+galera)
+  cl_galera_up "$DIR" 3
+  cl_my "${CL_MY_PORTS[0]}" "CREATE DATABASE apijet"
+  hosts() { local i s=""; for i in 0 1 2; do s+="${s:+,}127.0.0.1:${CL_MY_PORTS[$((($1 + i) % 3))]}"; done; printf '%s' "$s"; }
+  "$bin" demo --db "mysql://root@$(hosts 0)/apijet" >/dev/null
+  cl_apijet_up "$DIR" 0 "mysql://root@$(hosts 0)/apijet"
+  cl_apijet_up "$DIR" 1 "mysql://root@$(hosts 1)/apijet"
+  for i in 0 1 2; do
+    cl_log "Galera node $i: mariadb -h 127.0.0.1 -P ${CL_MY_PORTS[$i]} -u root apijet   (pid ${CL_MY_PIDS[$i]})"
+  done
+  ;;
+postgres)
+  cl_pg_up "$DIR"
+  p=127.0.0.1:${CL_PG_PORTS[0]} s=127.0.0.1:${CL_PG_PORTS[1]}
+  "$bin" demo --db "postgres://postgres@$p/postgres" >/dev/null
+  for i in 0 1; do
+    cl_apijet_up "$DIR" "$i" "postgres://postgres@$p,$s/postgres?target_session_attrs=read-write" \
+      "postgres://postgres@$s/postgres"
+  done
+  cl_log "primary: psql -h 127.0.0.1 -p ${CL_PG_PORTS[0]} -U postgres; standby: -p ${CL_PG_PORTS[1]}"
+  cl_log "fail over: $DB_PG_BIN/pg_ctl -D ${CL_PG_DATA[0]} -m immediate stop; $DB_PG_BIN/pg_ctl -D ${CL_PG_DATA[1]} promote  (as user postgres)"
+  ;;
+haproxy)
+  cl_apijet_up "$DIR" 0 "$2"
+  cl_apijet_up "$DIR" 1 "$2"
+  ;;
+esac
+cl_haproxy_up "$DIR"
+cl_log "apijet through haproxy: http://127.0.0.1:$CL_PROXY_PORT  (instances: ${CL_API_PORTS[*]}); up for ${seconds}s, Ctrl-C to stop"
+sleep "$seconds" &
+wait $! || true
