@@ -3,9 +3,11 @@
 //! `APIJET_TEST_MYSQL_URL`), on PostgreSQL and MariaDB in a database of its own.
 //!
 //! It checks that the run finishes and that `results.json` has the expected shape (every
-//! scenario on every engine, rows with their statistics, baselines, statement counts, RSS),
-//! and that the chart files exist. It asserts no timing. It uses the built-in closed-loop
-//! runner, so it needs neither oha nor wrk.
+//! scenario on every engine, rows with their statistics, baselines, statement counts, RSS, the
+//! hand-written endpoint as the point-lookup ceiling, which must answer what apijet answers),
+//! and that the chart files exist; then that `--compare` against that run writes its
+//! comparison. It asserts no timing. It uses the built-in closed-loop runner, so it needs
+//! neither oha nor wrk.
 
 mod support;
 
@@ -125,6 +127,24 @@ fn bench_quick_finishes_and_writes_results() {
                     .iter()
                     .all(|r| r["statements"].as_u64().is_some_and(|n| n >= 1))),
                 "insert" => assert!(rows.iter().all(|r| r["rows_s"].is_number())),
+                "point" => {
+                    let hand: Vec<&Value> = rows
+                        .iter()
+                        .filter(|r| r["series"] == "hand-written endpoint")
+                        .collect();
+                    assert!(!hand.is_empty(), "point on {name}: no hand-written rows");
+                    assert!(hand.iter().all(|r| r["side"] == "baseline"
+                        && r["error_pct"].as_f64() == Some(0.0)));
+                    assert!(
+                        rows.iter()
+                            .filter(|r| r["side"] == "apijet" && r["mode"] == "closed")
+                            .all(|r| r["ratio"].is_number()),
+                        "point on {name}: apijet rows without a ratio to the hand-written endpoint"
+                    );
+                    assert!(rows
+                        .iter()
+                        .any(|r| r["side"] == "baseline" && r["series"] != "hand-written endpoint"));
+                }
                 _ => {}
             }
         }
@@ -134,5 +154,51 @@ fn bench_quick_finishes_and_writes_results() {
     let html = std::fs::read_to_string(out.join("results.html")).expect("results.html");
     assert!(html.contains("<svg") && html.contains("| label |"));
     assert!(out.join("results.md").is_file());
+    compare_against(&out);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--compare` against the run in `old`: one scenario on SQLite, matched row by row.
+fn compare_against(old: &std::path::Path) {
+    let out = old.join("compare-run");
+    let run = Command::new(env!("CARGO_BIN_EXE_apijet"))
+        .args(["bench", "--loader", "builtin", "--duration", "0.3"])
+        .args(["--engines", "sqlite", "--scenarios", "point"])
+        .arg("--compare")
+        .arg(old.join("results.json"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run apijet bench --compare");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "apijet bench --compare failed ({}):\n{}\n{}",
+        run.status,
+        support::tail(&stdout, 4000),
+        support::tail(&String::from_utf8_lossy(&run.stderr), 4000)
+    );
+    assert!(stdout.contains("# apijet bench --compare"));
+    assert!(stdout.contains("## point on sqlite"));
+    let text = std::fs::read_to_string(out.join("compare.json")).expect("compare.json");
+    let c: Value = serde_json::from_str(&text).expect("compare.json is JSON");
+    let scenarios = c["scenarios"].as_array().expect("scenarios");
+    assert_eq!(scenarios.len(), 1, "{text}");
+    let s = &scenarios[0];
+    assert_eq!(s["id"], "point");
+    assert!(s["rate_noise"].as_f64().expect("rate_noise") >= 0.05);
+    let rows = s["rows"].as_array().expect("rows");
+    // The same quick settings: every row of the old run's point scenario has its match.
+    assert!(s["only_old"].as_array().expect("only_old").is_empty(), "{text}");
+    for label in ["apijet c=4 peak", "hand-written c=4 peak"] {
+        let r = rows
+            .iter()
+            .find(|r| r["label"] == label)
+            .unwrap_or_else(|| panic!("no {label} in {text}"));
+        for key in ["rate_old", "rate_new", "median_old", "median_new", "p99_old", "p99_new"] {
+            assert!(r[key].is_number(), "{label}: {key}");
+        }
+    }
+    assert!(c["flagged"].is_array());
+    assert!(out.join("compare.md").is_file());
 }

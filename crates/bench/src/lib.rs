@@ -15,6 +15,7 @@
 pub mod baseline;
 pub mod data;
 pub mod engine;
+pub mod handwritten;
 pub mod http;
 pub mod load;
 pub mod report;
@@ -88,16 +89,13 @@ pub enum ScenarioId {
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_long_help = SCENARIO_HELP, after_help = "Run `apijet bench --help` for the scenarios.")]
 pub struct BenchArgs {
-    /// Engines, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "pg,mariadb,sqlite")]
-    pub engines: Vec<Engine>,
-    /// Scenarios, comma-separated (they always run in the order list, point, nested, tfb, insert).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "list,point,nested,tfb,insert"
-    )]
-    pub scenarios: Vec<ScenarioId>,
+    /// Engines, comma-separated [default: pg,mariadb,sqlite; with --compare, the old run's].
+    #[arg(long, value_delimiter = ',')]
+    pub engines: Option<Vec<Engine>>,
+    /// Scenarios, comma-separated (they always run in the order list, point, nested, tfb,
+    /// insert) [default: all; with --compare, the old run's].
+    #[arg(long, value_delimiter = ',')]
+    pub scenarios: Option<Vec<ScenarioId>>,
     /// A smoke run: tiny data, short steps (seconds per engine). For CI.
     #[arg(long)]
     pub quick: bool,
@@ -155,6 +153,51 @@ pub struct BenchArgs {
     /// of an earlier run (into --out, default: beside the file).
     #[arg(long, value_name = "RESULTS_JSON")]
     pub render: Option<PathBuf>,
+    /// Regression hunting: run the scenarios of an earlier run (its engines, scenarios and
+    /// --quick unless given) and print, per scenario and level, the change in throughput,
+    /// latency and ratio against it, flagging drops beyond the noise measured on the baselines
+    /// (compare.md and compare.json in --out).
+    #[arg(long, value_name = "OLD_RESULTS_JSON")]
+    pub compare: Option<PathBuf>,
+    /// Internal: serve the hand-written point-lookup endpoint (KEY=TABLE.COLUMN) instead of
+    /// benchmarking; the kit starts it as a process of its own.
+    #[arg(long, hide = true, value_name = "KEY=TABLE.COLUMN", requires_all = ["handwritten_db", "handwritten_listen"])]
+    pub serve_handwritten: Option<String>,
+    /// Internal: the database URL of --serve-handwritten.
+    #[arg(long, hide = true)]
+    pub handwritten_db: Option<String>,
+    /// Internal: the HOST:PORT of --serve-handwritten.
+    #[arg(long, hide = true)]
+    pub handwritten_listen: Option<String>,
+}
+
+impl BenchArgs {
+    /// The engines asked for, or all.
+    pub fn engines(&self) -> Vec<Engine> {
+        self.engines
+            .clone()
+            .unwrap_or_else(|| vec![Engine::Postgres, Engine::Mariadb, Engine::Sqlite])
+    }
+
+    /// The scenarios asked for, or all.
+    pub fn scenarios(&self) -> Vec<ScenarioId> {
+        self.scenarios.clone().unwrap_or_else(|| {
+            vec![
+                ScenarioId::List,
+                ScenarioId::Point,
+                ScenarioId::Nested,
+                ScenarioId::Tfb,
+                ScenarioId::Insert,
+            ]
+        })
+    }
+}
+
+/// Reads a `results.json` of an earlier run.
+fn read_report(file: &Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a results.json: {e}", file.display()))
 }
 
 /// The resolved sizes and durations of a run.
@@ -275,11 +318,15 @@ fn write_outputs(report: &Report, out: &Path) -> Result<(), String> {
 }
 
 async fn run_inner(args: BenchArgs) -> Result<(), String> {
+    if let (Some(spec), Some(db), Some(listen)) = (
+        &args.serve_handwritten,
+        &args.handwritten_db,
+        &args.handwritten_listen,
+    ) {
+        return handwritten::serve(db, listen, handwritten::Lookup::parse(spec)?).await;
+    }
     if let Some(file) = &args.render {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let report: Report = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a results.json: {e}", file.display()))?;
+        let report = read_report(file)?;
         let out = match &args.out {
             Some(o) => o.clone(),
             None => file.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -293,6 +340,28 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
         );
         return Ok(());
     }
+    let old: Option<Report> = match &args.compare {
+        Some(file) => Some(read_report(file)?),
+        None => None,
+    };
+    let mut args = args;
+    if let Some(old) = &old {
+        if !args.quick && old.quick {
+            args.quick = true;
+        }
+        if args.engines.is_none() {
+            args.engines = Some(old.engines.iter().map(|(e, _)| *e).collect());
+        }
+        if args.scenarios.is_none() {
+            let ids: Vec<ScenarioId> = old
+                .scenarios
+                .iter()
+                .filter_map(|s| <ScenarioId as clap::ValueEnum>::from_str(&s.id, true).ok())
+                .collect();
+            args.scenarios = Some(ids);
+        }
+    }
+    let args = args;
     let settings = Settings::from_args(&args)?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
     let out = match &args.out {
@@ -310,9 +379,9 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
         Some(p) => p.clone(),
         None => std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?,
     };
-    let mut engines = args.engines.clone();
+    let mut engines = args.engines();
     engines.dedup();
-    let mut scenarios = args.scenarios.clone();
+    let mut scenarios = args.scenarios();
     scenarios.sort();
     scenarios.dedup();
     eprintln!(
@@ -374,6 +443,24 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
         "[bench] wrote {}/results.json, results.md, chart.svg, results.html",
         out.display()
     );
+    if let Some(old) = &old {
+        if old.quick != report.quick {
+            eprintln!("[bench] note: comparing a quick run with a full run; most rows will not match");
+        }
+        let c = report::compare::compare(old, &report);
+        let md = report::compare::markdown(&c);
+        println!("{md}");
+        std::fs::write(out.join("compare.md"), &md)
+            .map_err(|e| format!("cannot write compare.md: {e}"))?;
+        let json = serde_json::to_string_pretty(&c).map_err(|e| e.to_string())?;
+        std::fs::write(out.join("compare.json"), json + "\n")
+            .map_err(|e| format!("cannot write compare.json: {e}"))?;
+        eprintln!(
+            "[bench] wrote {}/compare.md, compare.json ({} flagged)",
+            out.display(),
+            c.flagged.len()
+        );
+    }
     let failed: Vec<String> = report
         .scenarios
         .iter()
@@ -434,7 +521,8 @@ async fn run_engine(
     if !status.success() {
         return Err(format!("apijet demo --db {} failed ({status})", db.url));
     }
-    let want = |s: ScenarioId| args.scenarios.contains(&s);
+    let scenarios = args.scenarios();
+    let want = |s: ScenarioId| scenarios.contains(&s);
     let mut conn = DbConn::connect(engine, &db.url).await?;
     data::check_series(&mut conn, engine).await?;
     if want(ScenarioId::List) {
@@ -456,7 +544,7 @@ async fn run_engine(
         work: work.to_path_buf(),
     };
     let mut results = Vec::new();
-    let mut ids = args.scenarios.clone();
+    let mut ids = scenarios.clone();
     ids.sort();
     ids.dedup();
     for id in ids {

@@ -55,6 +55,46 @@ impl Server {
         let config = work.join("apijet.toml");
         std::fs::write(&config, cfg.toml())
             .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+        Server::spawn(apijet, work, "apijet serve", |cmd, addr| {
+            cmd.arg("serve")
+                .arg("--db")
+                .arg(db_url)
+                .arg("--listen")
+                .arg(addr.to_string())
+                .arg("--config")
+                .arg(&config);
+        })
+    }
+
+    /// Starts the hand-written endpoint ([`crate::handwritten`]) for `lookup` on `db_url`, a
+    /// process of its own started from the same binary, and waits until it accepts connections.
+    pub fn start_handwritten(
+        apijet: &Path,
+        db_url: &str,
+        lookup: &crate::handwritten::Lookup,
+        work: &Path,
+    ) -> Result<Server, String> {
+        std::fs::create_dir_all(work)
+            .map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+        Server::spawn(apijet, work, "the hand-written endpoint", |cmd, addr| {
+            cmd.arg("bench")
+                .arg("--serve-handwritten")
+                .arg(lookup.spec())
+                .arg("--handwritten-db")
+                .arg(db_url)
+                .arg("--handwritten-listen")
+                .arg(addr.to_string());
+        })
+    }
+
+    /// Starts `apijet` with the arguments `args` adds (given the address to listen on), its
+    /// output in `work/apijet.log`, and waits until it accepts connections.
+    fn spawn(
+        apijet: &Path,
+        work: &Path,
+        what: &str,
+        args: impl FnOnce(&mut Command, SocketAddr),
+    ) -> Result<Server, String> {
         let log = work.join("apijet.log");
         let log_file = std::fs::File::create(&log)
             .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
@@ -66,14 +106,9 @@ impl Server {
             .map_err(|e| format!("cannot find a free port: {e}"))?
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(apijet)
-            .arg("serve")
-            .arg("--db")
-            .arg(db_url)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--config")
-            .arg(&config)
+        let mut cmd = Command::new(apijet);
+        args(&mut cmd, addr);
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(log_file)
             .stderr(log_err)
@@ -90,7 +125,7 @@ impl Server {
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
                 return Err(format!(
-                    "apijet serve exited early ({status}):\n{}",
+                    "{what} exited early ({status}):\n{}",
                     server.log_tail(3000)
                 ));
             }
@@ -99,7 +134,7 @@ impl Server {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "apijet serve did not listen on {addr} within 120 s:\n{}",
+                    "{what} did not listen on {addr} within 120 s:\n{}",
                     server.log_tail(3000)
                 ));
             }

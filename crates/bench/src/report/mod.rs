@@ -4,6 +4,7 @@
 //! Rendered as text tables ([`table`]), JSON ([`json`]) and an SVG/HTML chart ([`chart`]).
 
 pub mod chart;
+pub mod compare;
 pub mod json;
 pub mod table;
 

@@ -120,6 +120,42 @@ pub async fn verify(
     Ok(statements)
 }
 
+/// Sends each of `bodies` to both servers and checks that the answers are the same JSON apart
+/// from `time` (a baseline must answer what apijet answers).
+pub async fn same_answers(
+    apijet: SocketAddr,
+    other: SocketAddr,
+    path: &str,
+    bodies: &[String],
+) -> Result<(), String> {
+    let (mut a, mut b) = (Client::new(apijet), Client::new(other));
+    for body in bodies {
+        let mut answers = Vec::new();
+        for client in [&mut a, &mut b] {
+            let (_, answer) = client
+                .post(path, &[], body.as_bytes())
+                .await
+                .map_err(|e| format!("POST {path}: {e}"))?;
+            let mut v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| {
+                format!("POST {path} {}: {e}", cut(&String::from_utf8_lossy(&answer), 200))
+            })?;
+            if let Some(m) = v.as_object_mut() {
+                m.remove("time");
+            }
+            answers.push(v);
+        }
+        if answers[0] != answers[1] {
+            return Err(format!(
+                "the baseline answers {} differently: apijet {} vs baseline {}",
+                cut(body, 200),
+                cut(&answers[0].to_string(), 400),
+                cut(&answers[1].to_string(), 400)
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn cut(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
