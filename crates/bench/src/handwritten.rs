@@ -38,7 +38,8 @@ impl Lookup {
         let bad = || format!("bad lookup '{spec}': want KEY=TABLE.COLUMN");
         let (key, rest) = spec.split_once('=').ok_or_else(bad)?;
         let (table, column) = rest.split_once('.').ok_or_else(bad)?;
-        let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let ok =
+            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !(ok(key) && ok(table) && ok(column)) {
             return Err(bad());
         }
@@ -95,8 +96,8 @@ pub async fn serve(url: &str, listen: &str, lookup: Lookup) -> Result<(), String
     } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
         let url = url.replacen("mariadb://", "mysql://", 1);
         let opts = mysql_async::Opts::from_url(&url).map_err(|e| format!("{url}: {e}"))?;
-        let constraints = mysql_async::PoolConstraints::new(pool_size, pool_size)
-            .ok_or("invalid pool size")?;
+        let constraints =
+            mysql_async::PoolConstraints::new(pool_size, pool_size).ok_or("invalid pool size")?;
         let opts = mysql_async::OptsBuilder::from_opts(opts)
             .pool_opts(
                 mysql_async::PoolOpts::default()
@@ -169,8 +170,10 @@ async fn get(State(app): State<Arc<App>>, body: Bytes) -> Response {
         .into_response();
     if status_code != 200 {
         // APIJSON answers errors with HTTP 200 and the code in the body.
-        r.headers_mut()
-            .insert("x-handwritten-error", header::HeaderValue::from(status_code));
+        r.headers_mut().insert(
+            "x-handwritten-error",
+            header::HeaderValue::from(status_code),
+        );
     }
     r
 }

@@ -197,7 +197,8 @@ impl BenchArgs {
 fn read_report(file: &Path) -> Result<Report, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a results.json: {e}", file.display()))
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a results.json: {e}", file.display()))
 }
 
 /// The resolved sizes and durations of a run.
@@ -445,7 +446,9 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
     );
     if let Some(old) = &old {
         if old.quick != report.quick {
-            eprintln!("[bench] note: comparing a quick run with a full run; most rows will not match");
+            eprintln!(
+                "[bench] note: comparing a quick run with a full run; most rows will not match"
+            );
         }
         let c = report::compare::compare(old, &report);
         let md = report::compare::markdown(&c);

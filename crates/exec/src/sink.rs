@@ -34,6 +34,15 @@ pub trait RowSink: Send {
     fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
         async { Ok(()) }
     }
+
+    /// True when nothing leaves the sink before the statement ends, so that the statement may
+    /// be stopped and run again from the start after [`RowSink::restart`].
+    fn restartable(&self) -> bool {
+        false
+    }
+
+    /// Forgets everything taken so far (only called when [`RowSink::restartable`]).
+    fn restart(&mut self) {}
 }
 
 /// Collects rows as JSON objects: NULL columns omitted, JSON columns parsed.
@@ -114,5 +123,13 @@ impl RowSink for CollectSink {
             return Err(SinkError::Closed);
         }
         Ok(())
+    }
+
+    fn restartable(&self) -> bool {
+        true
+    }
+
+    fn restart(&mut self) {
+        self.rows.clear();
     }
 }

@@ -162,8 +162,7 @@ fn compare_scenario(old: &ScenarioReport, new: &ScenarioReport) -> ScenarioChang
                         flags.push(format!("ratio {a:.2} → {b:.2} ({:+.0}%)", d * 100.0));
                     }
                 }
-                if let Some(d) =
-                    change(o.latency.p99, n.latency.p99).filter(|d| *d > latency_noise)
+                if let Some(d) = change(o.latency.p99, n.latency.p99).filter(|d| *d > latency_noise)
                 {
                     flags.push(format!(
                         "p99 {:+.0}% (noise ±{:.0}%)",
@@ -281,10 +280,16 @@ pub fn markdown(c: &Comparison) -> String {
             ));
         }
         if !s.only_old.is_empty() {
-            out.push_str(&format!("\nonly in the old run: {}\n", s.only_old.join(", ")));
+            out.push_str(&format!(
+                "\nonly in the old run: {}\n",
+                s.only_old.join(", ")
+            ));
         }
         if !s.only_new.is_empty() {
-            out.push_str(&format!("\nonly in the new run: {}\n", s.only_new.join(", ")));
+            out.push_str(&format!(
+                "\nonly in the new run: {}\n",
+                s.only_new.join(", ")
+            ));
         }
         out.push('\n');
     }

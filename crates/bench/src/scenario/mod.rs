@@ -137,7 +137,10 @@ pub async fn same_answers(
                 .await
                 .map_err(|e| format!("POST {path}: {e}"))?;
             let mut v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| {
-                format!("POST {path} {}: {e}", cut(&String::from_utf8_lossy(&answer), 200))
+                format!(
+                    "POST {path} {}: {e}",
+                    cut(&String::from_utf8_lossy(&answer), 200)
+                )
             })?;
             if let Some(m) = v.as_object_mut() {
                 m.remove("time");

@@ -11,9 +11,9 @@ use crate::baseline::{run_pgbench, run_raw, Key, RawWork};
 use crate::data::sku;
 use crate::engine::Engine;
 use crate::handwritten::Lookup;
-use crate::server::Server;
 use crate::report::{Row, ScenarioReport, Side};
 use crate::rng::Rng;
+use crate::server::Server;
 use crate::server::ServerConfig;
 use std::sync::Arc;
 
@@ -276,7 +276,13 @@ async fn handwritten(
             write_queue: true,
         },
     )?;
-    same_answers(apijet.addr, hand.addr, "/get", &bodies[..bodies.len().min(5)]).await?;
+    same_answers(
+        apijet.addr,
+        hand.addr,
+        "/get",
+        &bodies[..bodies.len().min(5)],
+    )
+    .await?;
     drop(apijet);
     warm_up(ctx, &hand, "/get", Arc::clone(bodies), vec![], levels[0]).await;
     let mut rows = Vec::new();

@@ -1,8 +1,11 @@
 //! Embedded SQLite through rusqlite.
 //!
-//! SQLite calls block, so a statement runs on the current worker under `block_in_place`, on a
-//! connection from a small pool; flushing a sink blocks on the async consumer from there, which
-//! pauses the cursor while the client is slow. `regexp` and `regexp_ci` are registered on every
+//! SQLite calls block. A read into a sink that holds everything until the end (a point lookup,
+//! a nested object) first runs right on the worker under a budget of VM steps
+//! ([`DIRECT_BUDGET`]): most finish within it, without `block_in_place` handing the worker's
+//! queue to another thread. One that runs out is stopped and run again under `block_in_place`,
+//! as every other statement is, on a connection from a small pool; flushing a sink blocks on
+//! the async consumer from there, which pauses the cursor while the client is slow. `regexp` and `regexp_ci` are registered on every
 //! connection, since SQLite has no regex function of its own.
 
 use crate::cell::{recycle, Cell};
@@ -16,7 +19,12 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// SQLite VM steps a read may take on the async worker before it is moved off it (about a
+/// millisecond or less: an indexed lookup takes a few hundred).
+const DIRECT_BUDGET: i32 = 50_000;
 
 /// A pool of SQLite connections to one file.
 pub struct SqliteBackend {
@@ -75,6 +83,24 @@ impl SqliteBackend {
     ) -> Result<u64, ExecError> {
         let conn = self.take()?;
         let handle = tokio::runtime::Handle::current();
+        if sink.restartable() {
+            let over = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&over);
+            conn.progress_handler(
+                DIRECT_BUDGET,
+                Some(move || {
+                    flag.store(true, Ordering::Relaxed);
+                    true
+                }),
+            );
+            let direct = run(&conn, stmt, sink, &handle);
+            conn.progress_handler(0, None::<fn() -> bool>);
+            if !over.load(Ordering::Relaxed) {
+                self.put(conn);
+                return direct;
+            }
+            sink.restart();
+        }
         let result = tokio::task::block_in_place(|| run(&conn, stmt, sink, &handle));
         self.put(conn);
         result
@@ -201,10 +227,10 @@ fn run<S: RowSink>(
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let decl: Vec<String> = prepared
+    let kinds: Vec<Decl> = prepared
         .columns()
         .iter()
-        .map(|c| c.decl_type().unwrap_or_default().to_ascii_uppercase())
+        .map(|c| Decl::of(c.decl_type().unwrap_or_default()))
         .collect();
     bind(&mut prepared, &stmt.binds)?;
     sink.columns(&names);
@@ -213,9 +239,9 @@ fn run<S: RowSink>(
     let mut n = 0u64;
     while let Some(row) = rows.next().map_err(db_error)? {
         let mut cells: Vec<Cell<'_>> = recycle(spare);
-        for (i, d) in decl.iter().enumerate() {
+        for (i, d) in kinds.iter().enumerate() {
             let v = row.get_ref(i).map_err(db_error)?;
-            cells.push(cell(v, d));
+            cells.push(cell(v, *d));
         }
         sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
         spare = recycle(cells);
@@ -230,33 +256,55 @@ fn run<S: RowSink>(
 }
 
 /// Declared types decide how text is answered: `JSON` as JSON, `DATETIME`/`TIMESTAMP` as
-/// timestamps, `DECIMAL`/`NUMERIC` as decimal strings.
-fn cell<'a>(v: ValueRef<'a>, decl: &str) -> Cell<'a> {
+/// timestamps, `DECIMAL`/`NUMERIC` as decimal strings. Classified once per statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decl {
+    Decimal,
+    Bool,
+    Json,
+    DateTime,
+    Date,
+    Other,
+}
+
+impl Decl {
+    fn of(decl: &str) -> Decl {
+        let d = decl.to_ascii_uppercase();
+        if d.contains("DECIMAL") || d.contains("NUMERIC") {
+            Decl::Decimal
+        } else if d.starts_with("BOOL") {
+            Decl::Bool
+        } else if d.contains("JSON") {
+            Decl::Json
+        } else if d.contains("DATETIME") || d.contains("TIMESTAMP") {
+            Decl::DateTime
+        } else if d == "DATE" {
+            Decl::Date
+        } else {
+            Decl::Other
+        }
+    }
+}
+
+fn cell(v: ValueRef<'_>, decl: Decl) -> Cell<'_> {
     match v {
         ValueRef::Null => Cell::Null,
-        ValueRef::Integer(i) if decl.contains("DECIMAL") || decl.contains("NUMERIC") => {
-            Cell::Decimal(Cow::Owned(i.to_string()))
-        }
-        ValueRef::Integer(i) if decl.starts_with("BOOL") => Cell::Bool(i != 0),
+        ValueRef::Integer(i) if decl == Decl::Decimal => Cell::Decimal(Cow::Owned(i.to_string())),
+        ValueRef::Integer(i) if decl == Decl::Bool => Cell::Bool(i != 0),
         ValueRef::Integer(i) => Cell::Int(i),
-        ValueRef::Real(f) if decl.contains("DECIMAL") || decl.contains("NUMERIC") => {
-            Cell::Decimal(Cow::Owned(f.to_string()))
-        }
+        ValueRef::Real(f) if decl == Decl::Decimal => Cell::Decimal(Cow::Owned(f.to_string())),
         ValueRef::Real(f) => Cell::Float(f),
         ValueRef::Text(t) => {
             let s = String::from_utf8_lossy(t);
-            if decl.contains("JSON") {
-                Cell::Json(s)
-            } else if decl.contains("DATETIME") || decl.contains("TIMESTAMP") {
-                NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f")
+            match decl {
+                Decl::Json => Cell::Json(s),
+                Decl::DateTime => NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f")
                     .map(Cell::DateTime)
-                    .unwrap_or(Cell::Text(s))
-            } else if decl == "DATE" {
-                NaiveDate::parse_from_str(&s, "%Y-%m-%d")
+                    .unwrap_or(Cell::Text(s)),
+                Decl::Date => NaiveDate::parse_from_str(&s, "%Y-%m-%d")
                     .map(Cell::Date)
-                    .unwrap_or(Cell::Text(s))
-            } else {
-                Cell::Text(s)
+                    .unwrap_or(Cell::Text(s)),
+                _ => Cell::Text(s),
             }
         }
         ValueRef::Blob(b) => Cell::Bytes(Cow::Borrowed(b)),
