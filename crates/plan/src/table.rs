@@ -167,14 +167,17 @@ impl TablePlan {
         let (columns, distinct) = match kw("column").and_then(text_of) {
             Some(text) => {
                 let list = select_list::columns(&text, &names)?;
+                names.select_aliases = list
+                    .items
+                    .iter()
+                    .map(|c| (c.alias.as_str().to_string(), c.expr.clone()))
+                    .collect();
                 (list.items, list.distinct)
             }
+            // The default columns' aliases are the table's own column names, which resolve
+            // as columns before any alias is consulted: no alias list to build.
             None => (default_columns(&names), false),
         };
-        names.select_aliases = columns
-            .iter()
-            .map(|c| (c.alias.as_str().to_string(), c.expr.clone()))
-            .collect();
         let aggregate = select_list::has_aggregate(&columns);
 
         let order = match kw("order").and_then(text_of) {
@@ -583,19 +586,24 @@ fn lhs_of(key: &ConditionKey, names: &TableNames<'_>) -> Result<Expr, PlanError>
 }
 
 fn default_columns(names: &TableNames<'_>) -> Vec<SelectItem> {
-    let cols: Vec<String> = match &names.subquery_columns {
-        Some(c) => c.clone(),
-        None => names.table.columns.iter().map(|c| c.name.clone()).collect(),
-    };
-    cols.iter()
-        .filter(|c| !c.starts_with('_'))
-        .filter_map(|c| {
-            names.column(c).map(|expr| SelectItem {
-                expr,
-                alias: Ident::new(c.clone()),
-            })
+    let item = |c: &str| {
+        if c.starts_with('_') {
+            return None;
+        }
+        names.column(c).map(|expr| SelectItem {
+            expr,
+            alias: Ident::new(c),
         })
-        .collect()
+    };
+    match &names.subquery_columns {
+        Some(cols) => cols.iter().filter_map(|c| item(c)).collect(),
+        None => names
+            .table
+            .columns
+            .iter()
+            .filter_map(|c| item(&c.name))
+            .collect(),
+    }
 }
 
 /// Plans a subquery object into a complete SELECT (literal conditions only), with the SQL

@@ -222,16 +222,13 @@ fn run<S: RowSink>(
     handle: &tokio::runtime::Handle,
 ) -> Result<u64, ExecError> {
     let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
-    let names: Vec<String> = prepared
-        .column_names()
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let kinds: Vec<Decl> = prepared
-        .columns()
+    let columns = prepared.columns();
+    let names: Vec<String> = columns.iter().map(|c| c.name().to_string()).collect();
+    let kinds: Vec<Decl> = columns
         .iter()
         .map(|c| Decl::of(c.decl_type().unwrap_or_default()))
         .collect();
+    drop(columns);
     bind(&mut prepared, &stmt.binds)?;
     sink.columns(&names);
     let mut rows = prepared.raw_query();
@@ -269,16 +266,18 @@ enum Decl {
 
 impl Decl {
     fn of(decl: &str) -> Decl {
-        let d = decl.to_ascii_uppercase();
-        if d.contains("DECIMAL") || d.contains("NUMERIC") {
+        // Declared types are a few bytes: a plain scan beats `str::contains`' searcher set-up.
+        let d = decl.as_bytes();
+        let has = |word: &[u8]| d.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word));
+        if has(b"DECIMAL") || has(b"NUMERIC") {
             Decl::Decimal
-        } else if d.starts_with("BOOL") {
+        } else if d.len() >= 4 && d[..4].eq_ignore_ascii_case(b"BOOL") {
             Decl::Bool
-        } else if d.contains("JSON") {
+        } else if has(b"JSON") {
             Decl::Json
-        } else if d.contains("DATETIME") || d.contains("TIMESTAMP") {
+        } else if has(b"DATETIME") || has(b"TIMESTAMP") {
             Decl::DateTime
-        } else if d == "DATE" {
+        } else if d.eq_ignore_ascii_case(b"DATE") {
             Decl::Date
         } else {
             Decl::Other
@@ -368,4 +367,27 @@ fn db_error(e: rusqlite::Error) -> ExecError {
         kind
     };
     ExecError::Db { kind, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Decl;
+
+    #[test]
+    fn declared_types_classify_like_their_names() {
+        for (decl, want) in [
+            ("DECIMAL(10,2)", Decl::Decimal),
+            ("numeric", Decl::Decimal),
+            ("BOOLEAN", Decl::Bool),
+            ("json", Decl::Json),
+            ("DATETIME", Decl::DateTime),
+            ("timestamp", Decl::DateTime),
+            ("date", Decl::Date),
+            ("DATE_TEXT", Decl::Other),
+            ("VARCHAR(36)", Decl::Other),
+            ("", Decl::Other),
+        ] {
+            assert_eq!(Decl::of(decl), want, "{decl}");
+        }
+    }
 }
