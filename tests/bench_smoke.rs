@@ -128,22 +128,27 @@ fn bench_quick_finishes_and_writes_results() {
                     .all(|r| r["statements"].as_u64().is_some_and(|n| n >= 1))),
                 "insert" => assert!(rows.iter().all(|r| r["rows_s"].is_number())),
                 "point" => {
-                    let hand: Vec<&Value> = rows
-                        .iter()
-                        .filter(|r| r["series"] == "hand-written endpoint")
-                        .collect();
+                    let is_hand = |r: &Value| {
+                        r["series"]
+                            .as_str()
+                            .is_some_and(|s| s.starts_with("hand-written endpoint"))
+                    };
+                    let hand: Vec<&Value> = rows.iter().filter(|r| is_hand(r)).collect();
                     assert!(!hand.is_empty(), "point on {name}: no hand-written rows");
-                    assert!(hand.iter().all(|r| r["side"] == "baseline"
-                        && r["error_pct"].as_f64() == Some(0.0)));
+                    assert!(hand
+                        .iter()
+                        .all(|r| r["side"] == "baseline" && r["error_pct"].as_f64() == Some(0.0)));
                     assert!(
                         rows.iter()
                             .filter(|r| r["side"] == "apijet" && r["mode"] == "closed")
                             .all(|r| r["ratio"].is_number()),
                         "point on {name}: apijet rows without a ratio to the hand-written endpoint"
                     );
-                    assert!(rows
-                        .iter()
-                        .any(|r| r["side"] == "baseline" && r["series"] != "hand-written endpoint"));
+                    assert!(
+                        rows.iter()
+                            .any(|r| r["side"] == "baseline"
+                                && r["series"] != "hand-written endpoint")
+                    );
                 }
                 _ => {}
             }
@@ -189,13 +194,23 @@ fn compare_against(old: &std::path::Path) {
     assert!(s["rate_noise"].as_f64().expect("rate_noise") >= 0.05);
     let rows = s["rows"].as_array().expect("rows");
     // The same quick settings: every row of the old run's point scenario has its match.
-    assert!(s["only_old"].as_array().expect("only_old").is_empty(), "{text}");
+    assert!(
+        s["only_old"].as_array().expect("only_old").is_empty(),
+        "{text}"
+    );
     for label in ["apijet c=4 peak", "hand-written c=4 peak"] {
         let r = rows
             .iter()
             .find(|r| r["label"] == label)
             .unwrap_or_else(|| panic!("no {label} in {text}"));
-        for key in ["rate_old", "rate_new", "median_old", "median_new", "p99_old", "p99_new"] {
+        for key in [
+            "rate_old",
+            "rate_new",
+            "median_old",
+            "median_new",
+            "p99_old",
+            "p99_new",
+        ] {
             assert!(r[key].is_number(), "{label}: {key}");
         }
     }

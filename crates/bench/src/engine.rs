@@ -1,5 +1,5 @@
 //! The databases the kit runs against: throwaway servers started through
-//! `scripts/lib/db.sh` (the same helper the tests and `bench/stream.sh` use), servers given by
+//! `scripts/lib/db.sh` (the same helper the tests use), servers given by
 //! URL, or a SQLite file in the output directory; and one small SQL connection type over the
 //! drivers the server itself uses, for data generation and the raw baselines.
 

@@ -41,9 +41,11 @@ Scenarios (--scenarios, in this order):
           Goal: ≤ 1.5× the baseline's time, RSS flat in N.
   point   Point lookup: {\"PurchSkuMaster\":{\"sku_id\":…}} with random existing keys at 16, 64,
           256, 512 connections: closed loop (peak req/s), then open loop at --rate-fraction
-          of that peak (latency without coordinated omission). Baseline: the same SELECT,
-          pgbench custom script (PostgreSQL) or our raw prepared client (MariaDB, SQLite).
-          Goal: ≥ 0.6× baseline req/s, p99 ≤ 3× median, 0 errors.
+          of that peak (latency without coordinated omission). Ceiling: a hand-written
+          endpoint (axum + the engine's driver, the same JSON answer, checked equal) loaded
+          the same way; below it the same SELECT without HTTP: pgbench custom script
+          (PostgreSQL) or our raw prepared client (MariaDB, SQLite).
+          Goal: ≥ 0.9× the hand-written endpoint's req/s, p99 ≤ 3× median, 0 errors.
   nested  Nested list: pages of 5/20/50 Moments with their User (id@) and 5 Comments
           (Comment[] by momentId@). Prints the server's x-apijet-statements count per page
           size. Goal: statements independent of page size (≤ 1 per nesting level).
@@ -52,7 +54,7 @@ Scenarios (--scenarios, in this order):
           raw client doing the same statements. Goal: ≥ 0.8× the raw client.
   insert  Inserts: single-row POST Comment at 1/16/64/256 clients with the write queue off and
           on, a 1,000-row batch POST, and the raw multi-row INSERT of 1,000 rows (what
-          bench/inserts.sh measures) as the baseline. Reports rows/s.
+          the retired bench/inserts.sh measured) as the baseline. Reports rows/s.
 
 Data (generated in the database, with a progress bar): t_event (2,000,000 rows),
 purch_sku_master (2,000,000 rows), the demo dataset scaled to 10,000 users, 100,000 moments,
@@ -63,7 +65,8 @@ built-in closed-loop runner; every row names its tool and loop. Output: a table 
 stdout; results.json, results.md, chart.svg and results.html in --out.
 
 Example (the README's full run):  apijet bench --out docs/bench/run
-Smoke:                            apijet bench --quick --engines sqlite";
+Smoke:                            apijet bench --quick --engines sqlite
+Regressions against a run:        apijet bench --compare docs/bench/results.json";
 
 /// Load generator choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -385,6 +385,8 @@ async fn post(
     let ctx = ctx(env, req);
     let mut rows: Vec<InsertRow> = Vec::with_capacity(objects.len());
     let mut plan: Option<TablePlan> = None;
+    // Items without keywords plan the same as the first of their key: planned once per batch.
+    let mut shared: Option<(&apijet_request::TableKey, TablePlan)> = None;
     let mut next_id = || env.ids.next();
     for t in objects {
         before(t, env)?;
@@ -395,8 +397,28 @@ async fn post(
             }
             Some(v.clone())
         };
-        let (p, row) = write::insert_row(t, &ctx, &mut next_id, &mut resolve)?;
-        plan.get_or_insert(p);
+        let shared_plan = if write::plan_depends_on_key_only(t) {
+            if !shared.as_ref().is_some_and(|(k, _)| **k == t.key) {
+                shared = Some((&t.key, write::insert_plan(t, &ctx)?));
+            }
+            shared.as_ref().map(|(_, p)| p)
+        } else {
+            None
+        };
+        let row = match shared_plan {
+            Some(p) => {
+                let row = write::insert_row_on(p, t, &ctx, &mut next_id, &mut resolve)?;
+                if plan.is_none() {
+                    plan = Some(p.clone());
+                }
+                row
+            }
+            None => {
+                let (p, row) = write::insert_row(t, &ctx, &mut next_id, &mut resolve)?;
+                plan.get_or_insert(p);
+                row
+            }
+        };
         rows.push(row);
     }
     let plan = plan.ok_or_else(|| ExecError::Invalid("a batch needs at least one item".into()))?;

@@ -47,6 +47,14 @@ pub fn insert_row(
     new_id: &mut dyn FnMut() -> i64,
     resolve: Resolver<'_>,
 ) -> Result<(TablePlan, InsertRow), PlanError> {
+    let plan = insert_plan(obj, ctx)?;
+    let row = insert_row_on(&plan, obj, ctx, new_id, resolve)?;
+    Ok((plan, row))
+}
+
+/// The plan of a POST object: its table, role and access, from its key and keywords only, so
+/// that objects with the same key and no keywords (the items of a batch) share one.
+pub fn insert_plan(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
     let keywords = TableObject {
         key: obj.key.clone(),
         entries: obj
@@ -56,7 +64,24 @@ pub fn insert_row(
             .cloned()
             .collect(),
     };
-    let plan = TablePlan::new(&keywords, ctx)?;
+    TablePlan::new(&keywords, ctx)
+}
+
+/// Whether [`insert_plan`] of `obj` is the plan of any other keyword-less object of its key.
+pub fn plan_depends_on_key_only(obj: &TableObject) -> bool {
+    !obj.entries
+        .iter()
+        .any(|e| matches!(e, TableEntry::Keyword { .. }))
+}
+
+/// Builds the row of a POST object on its [`insert_plan`].
+pub fn insert_row_on(
+    plan: &TablePlan,
+    obj: &TableObject,
+    ctx: &Ctx<'_>,
+    new_id: &mut dyn FnMut() -> i64,
+    resolve: Resolver<'_>,
+) -> Result<InsertRow, PlanError> {
     let table = &plan.table;
     let mut columns = Vec::new();
     let mut values = Vec::new();
@@ -149,14 +174,11 @@ pub fn insert_row(
         values.insert(0, Value::Int(n));
         id = Some(Json::from(n));
     }
-    Ok((
-        plan,
-        InsertRow {
-            columns,
-            values,
-            id,
-        },
-    ))
+    Ok(InsertRow {
+        columns,
+        values,
+        id,
+    })
 }
 
 /// One insert for many rows with the same columns.

@@ -1,7 +1,7 @@
 //! Scenario 4, inserts: single-row `POST /post {"tag":"Comment",…}` as Ada at each client
 //! level with the write queue off and on (group commit), a batch POST of `batch_rows` rows
 //! (`"tag":"Comment:[]"`), and the raw multi-row INSERT of the same number of rows through one
-//! connection as the baseline (what bench/inserts.sh measures).
+//! connection as the baseline (what the retired bench/inserts.sh measured).
 
 use super::{empty_report, login, measure_level, ratio, verify, warm_up, Ctx, Level};
 use crate::baseline::{run_raw, RawWork};
