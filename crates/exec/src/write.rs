@@ -385,8 +385,9 @@ async fn post(
     let ctx = ctx(env, req);
     let mut rows: Vec<InsertRow> = Vec::with_capacity(objects.len());
     let mut plan: Option<TablePlan> = None;
-    // Items without keywords plan the same as the first of their key: planned once per batch.
-    let mut shared: Option<(&apijet_request::TableKey, TablePlan)> = None;
+    // Items with the same key and keywords plan the same: planned once per batch, not per item.
+    type PlanInputs<'o> = (&'o apijet_request::TableKey, Vec<(&'o str, &'o Json)>);
+    let mut shared: Option<(PlanInputs<'_>, TablePlan)> = None;
     let mut next_id = || env.ids.next();
     for t in objects {
         before(t, env)?;
@@ -397,16 +398,12 @@ async fn post(
             }
             Some(v.clone())
         };
-        let shared_plan = if write::plan_depends_on_key_only(t) {
-            if !shared.as_ref().is_some_and(|(k, _)| **k == t.key) {
-                shared = Some((&t.key, write::insert_plan(t, &ctx)?));
-            }
-            shared.as_ref().map(|(_, p)| p)
-        } else {
-            None
-        };
-        let row = match shared_plan {
-            Some(p) => {
+        let inputs = write::insert_plan_inputs(t);
+        if !shared.as_ref().is_some_and(|(i, _)| *i == inputs) {
+            shared = Some((inputs, write::insert_plan(t, &ctx)?));
+        }
+        let row = match &shared {
+            Some((_, p)) => {
                 let row = write::insert_row_on(p, t, &ctx, &mut next_id, &mut resolve)?;
                 if plan.is_none() {
                     plan = Some(p.clone());

@@ -8,7 +8,7 @@ use crate::query::{Assign, Delete, Ident, Insert, Update};
 use crate::table::{Resolver, TablePlan};
 use crate::{access, Ctx, PlanError};
 use apijet_core::{Role, Value};
-use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableObject};
+use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
 
 /// The keys that always stay conditions, never values.
@@ -52,8 +52,9 @@ pub fn insert_row(
     Ok((plan, row))
 }
 
-/// The plan of a POST object: its table, role and access, from its key and keywords only, so
-/// that objects with the same key and no keywords (the items of a batch) share one.
+/// The plan of a POST object: its table, role and access, from its key and keywords only
+/// ([`insert_plan_inputs`]), so that objects that agree on those (the items of a batch) share
+/// one.
 pub fn insert_plan(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
     let keywords = TableObject {
         key: obj.key.clone(),
@@ -67,11 +68,17 @@ pub fn insert_plan(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanEr
     TablePlan::new(&keywords, ctx)
 }
 
-/// Whether [`insert_plan`] of `obj` is the plan of any other keyword-less object of its key.
-pub fn plan_depends_on_key_only(obj: &TableObject) -> bool {
-    !obj.entries
+/// Everything [`insert_plan`] reads of `obj`: its key and its keywords, in order.
+pub fn insert_plan_inputs(obj: &TableObject) -> (&TableKey, Vec<(&str, &Json)>) {
+    let keywords = obj
+        .entries
         .iter()
-        .any(|e| matches!(e, TableEntry::Keyword { .. }))
+        .filter_map(|e| match e {
+            TableEntry::Keyword { name, value } => Some((name.as_str(), value)),
+            _ => None,
+        })
+        .collect();
+    (&obj.key, keywords)
 }
 
 /// Builds the row of a POST object on its [`insert_plan`].
