@@ -131,5 +131,7 @@ impl RowSink for CollectSink {
 
     fn restart(&mut self) {
         self.rows.clear();
+        self.bytes = 0;
+        self.over_budget = false;
     }
 }

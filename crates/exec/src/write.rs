@@ -399,23 +399,14 @@ async fn post(
             Some(v.clone())
         };
         let inputs = write::insert_plan_inputs(t);
-        if !shared.as_ref().is_some_and(|(i, _)| *i == inputs) {
-            shared = Some((inputs, write::insert_plan(t, &ctx)?));
-        }
-        let row = match &shared {
-            Some((_, p)) => {
-                let row = write::insert_row_on(p, t, &ctx, &mut next_id, &mut resolve)?;
-                if plan.is_none() {
-                    plan = Some(p.clone());
-                }
-                row
-            }
-            None => {
-                let (p, row) = write::insert_row(t, &ctx, &mut next_id, &mut resolve)?;
-                plan.get_or_insert(p);
-                row
-            }
+        let p = match &mut shared {
+            Some((i, p)) if *i == inputs => &*p,
+            slot => &slot.insert((inputs, write::insert_plan(t, &ctx)?)).1,
         };
+        let row = write::insert_row_on(p, t, &ctx, &mut next_id, &mut resolve)?;
+        if plan.is_none() {
+            plan = Some(p.clone());
+        }
         rows.push(row);
     }
     let plan = plan.ok_or_else(|| ExecError::Invalid("a batch needs at least one item".into()))?;
