@@ -5,12 +5,15 @@
 //! The kit provisions throwaway databases through `scripts/lib/db.sh` (or uses the servers
 //! given by URL), generates the data inside them, starts apijet servers from the running
 //! binary (`std::env::current_exe()`), drives the load with oha (or wrk, or a built-in
-//! closed-loop runner, each labelled), and runs the baselines: pgbench, the engines' own
-//! command-line clients, or our raw client on the same drivers apijet uses.
+//! closed-loop runner, each labelled), and runs the baselines: the hand-written endpoint (the
+//! point-lookup ceiling, [`handwritten`]), pgbench, the engines' own command-line clients, or
+//! our raw client on the same drivers apijet uses. `--compare` sets a run against an earlier
+//! one ([`report::compare`]).
 //!
 //! Layout: [`data`] generators, [`scenario`] per workload, [`load`] drivers, [`baseline`]
-//! raw clients, [`report`] tables/JSON/chart, plus the database ([`engine`]), server
-//! ([`server`]) and HTTP ([`http`]) plumbing.
+//! raw clients, [`handwritten`] the hand-written endpoint, [`report`] tables/JSON/chart and
+//! comparisons, plus the database ([`engine`]), server ([`server`]) and HTTP ([`http`])
+//! plumbing.
 
 pub mod baseline;
 pub mod data;
