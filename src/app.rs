@@ -118,6 +118,7 @@ impl AppState {
             Some(id) => IdGenerator::for_instance(id)?,
             None => IdGenerator::new(),
         };
+        let engine = backend.engine();
         Ok(AppState {
             replicas,
             next_replica: AtomicUsize::new(0),
@@ -144,6 +145,7 @@ impl AppState {
                     max_depth: cfg.max_expr_depth,
                     max_pattern_length: cfg.max_pattern_length,
                     max_list_items: cfg.max_list_items,
+                    engine,
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,

@@ -1,12 +1,15 @@
 //! The shared walk over a planned SELECT.
 
+use crate::calls::{write_call, write_date_add, write_match, Arg, ArgType};
 use crate::dialect::Dialect;
 use crate::Statement;
 use apijet_core::Value;
+use apijet_plan::functions::contains_aggregate;
 use apijet_plan::query::{
-    ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
-    Select, Source, Update,
+    ArithOp, Assign, CastType, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred,
+    Quantifier, Select, Source, Update,
 };
+use apijet_plan::schema::ColumnKind;
 
 /// Renders an INSERT of every row in one statement.
 pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
@@ -151,7 +154,13 @@ impl Writer<'_> {
             if i > 0 {
                 out.push_str(", ");
             }
-            self.expr(&item.expr, out);
+            if matches!(item.expr, Expr::Compare(..) | Expr::IsNull(_)) {
+                let mut b = String::new();
+                self.expr(&item.expr, &mut b);
+                self.d.truth_value(&b, out);
+            } else {
+                self.expr(&item.expr, out);
+            }
             out.push_str(" AS ");
             self.d.quote(item.alias.as_str(), out);
         }
@@ -162,11 +171,36 @@ impl Writer<'_> {
         for j in &s.joins {
             self.join(j, out);
         }
-        if let Some(f) = &s.filter {
-            if !matches!(f, Pred::And(v) if v.is_empty()) {
-                out.push_str(" WHERE ");
-                self.pred(f, out);
+        // MySQL reads a HAVING without GROUP BY over rows that aggregate nothing as a second
+        // WHERE; SQLite and PostgreSQL would make the query an aggregate. Writing it as WHERE
+        // gives the same rows on every engine.
+        let having_as_filter = match &s.having {
+            Some(h)
+                if s.group.is_empty()
+                    && !s.columns.iter().any(|c| contains_aggregate(&c.expr))
+                    && !pred_aggregates(h) =>
+            {
+                Some(h)
             }
+            _ => None,
+        };
+        let filter = s
+            .filter
+            .as_ref()
+            .filter(|f| !matches!(f, Pred::And(v) if v.is_empty()));
+        match (filter, having_as_filter) {
+            (Some(f), Some(h)) => {
+                out.push_str(" WHERE (");
+                self.pred(f, out);
+                out.push_str(") AND (");
+                self.pred(h, out);
+                out.push(')');
+            }
+            (Some(p), None) | (None, Some(p)) => {
+                out.push_str(" WHERE ");
+                self.pred(p, out);
+            }
+            (None, None) => {}
         }
         if !s.group.is_empty() {
             out.push_str(" GROUP BY ");
@@ -177,7 +211,7 @@ impl Writer<'_> {
                 self.expr(g, out);
             }
         }
-        if let Some(h) = &s.having {
+        if let (Some(h), None) = (&s.having, having_as_filter) {
             out.push_str(" HAVING ");
             self.pred(h, out);
         }
@@ -264,8 +298,15 @@ impl Writer<'_> {
                 distinct,
             } => {
                 if *name == "length" && args.len() == 1 && !*distinct {
-                    let arg = self.sub(&args[0]);
-                    self.d.text_length(&arg, out);
+                    let arg = self.arg(&args[0]);
+                    let kind = if arg.ty == ArgType::Text {
+                        ColumnKind::Text
+                    } else {
+                        ColumnKind::Other
+                    };
+                    let mut text = String::new();
+                    self.d.as_text(&arg.sql, kind, &mut text);
+                    self.d.text_length(&text, out);
                     return;
                 }
                 if *name == "json_length" {
@@ -273,20 +314,107 @@ impl Writer<'_> {
                     self.d.json_length(&arg, out);
                     return;
                 }
-                let mut call = String::new();
-                call.push_str(self.d.function(name));
-                call.push('(');
-                if *distinct {
-                    call.push_str("DISTINCT ");
-                }
+                let mut rendered = Vec::with_capacity(args.len());
                 for (i, a) in args.iter().enumerate() {
-                    if i > 0 {
-                        call.push_str(", ");
-                    }
-                    self.expr(a, &mut call);
+                    let translated = match a {
+                        Expr::Value(Value::Text(fmt))
+                            if i == 1 && matches!(*name, "date_format" | "time_format") =>
+                        {
+                            self.d.date_format(fmt).map(Value::Text)
+                        }
+                        _ => None,
+                    };
+                    rendered.push(match translated {
+                        Some(v) => Arg {
+                            sql: self.typed_bind(&v),
+                            ty: ArgType::Text,
+                        },
+                        None => self.arg(a),
+                    });
                 }
-                call.push(')');
+                let mut call = String::new();
+                write_call(self.d.engine(), name, &rendered, *distinct, &mut call);
                 self.d.wrap_function(name, &call, out);
+            }
+            Expr::Compare(l, op, r) => {
+                out.push('(');
+                self.expr(l, out);
+                out.push(' ');
+                out.push_str(op.sql());
+                out.push(' ');
+                self.expr(r, out);
+                out.push(')');
+            }
+            Expr::IsNull(inner) => {
+                out.push('(');
+                self.expr(inner, out);
+                out.push_str(" IS NULL)");
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => {
+                out.push_str("CASE");
+                if let Some(o) = operand {
+                    out.push(' ');
+                    let a = self.arg(o);
+                    out.push_str(&a.sql);
+                }
+                for (w, t) in whens {
+                    out.push_str(" WHEN ");
+                    let a = self.arg(w);
+                    out.push_str(&a.sql);
+                    out.push_str(" THEN ");
+                    let a = self.arg(t);
+                    out.push_str(&a.sql);
+                }
+                if let Some(e) = otherwise {
+                    out.push_str(" ELSE ");
+                    let a = self.arg(e);
+                    out.push_str(&a.sql);
+                }
+                out.push_str(" END");
+            }
+            Expr::Window {
+                func,
+                partition,
+                order,
+            } => {
+                self.expr(func, out);
+                out.push_str(" OVER (");
+                if !partition.is_empty() {
+                    out.push_str("PARTITION BY ");
+                    for (i, p) in partition.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        self.expr(p, out);
+                    }
+                }
+                let mut o = String::new();
+                self.order_by(order, &mut o);
+                out.push_str(o.trim_start());
+                out.push(')');
+            }
+            Expr::DateAdd {
+                base,
+                amount,
+                unit,
+                subtract,
+            } => {
+                let b = self.arg(base);
+                let n = self.arg(amount);
+                write_date_add(self.d.engine(), &b, &n.sql, *unit, *subtract, out);
+            }
+            Expr::Match {
+                columns,
+                query,
+                boolean,
+            } => {
+                let cols: Vec<String> = columns.iter().map(|c| self.sub(c)).collect();
+                let q = self.typed_bind(query);
+                write_match(self.d.engine(), &cols, &q, *boolean, out);
             }
             Expr::TextLength(inner) => {
                 let arg = self.sub(inner);
@@ -331,6 +459,42 @@ impl Writer<'_> {
                 out.push(')');
             }
         }
+    }
+
+    /// Binds a value whose type the engine must be told.
+    fn typed_bind(&mut self, v: &Value) -> String {
+        let mut s = String::new();
+        if matches!(v, Value::Null) {
+            s.push_str("NULL");
+            return s;
+        }
+        self.binds.push(v.clone());
+        self.d.typed_placeholder(self.binds.len(), v, &mut s);
+        s
+    }
+
+    /// A function argument, with what it is known to hold.
+    fn arg(&mut self, e: &Expr) -> Arg {
+        let ty = match e {
+            Expr::Column { kind, .. } => match kind {
+                ColumnKind::Text => ArgType::Text,
+                ColumnKind::Int | ColumnKind::Decimal => ArgType::Number,
+                ColumnKind::Timestamp | ColumnKind::Date | ColumnKind::Time => ArgType::Temporal,
+                _ => ArgType::Other,
+            },
+            Expr::Value(Value::Text(_)) => ArgType::Text,
+            Expr::Value(Value::Int(_)) => ArgType::Number,
+            Expr::Cast(_, CastType::Text) => ArgType::Text,
+            Expr::Cast(_, CastType::Integer | CastType::Decimal) => ArgType::Number,
+            Expr::Cast(_, _) | Expr::DateAdd { .. } => ArgType::Temporal,
+            _ => ArgType::Other,
+        };
+        let sql = match e {
+            Expr::Value(v) => self.typed_bind(v),
+            Expr::Star => "*".to_string(),
+            other => self.sub(other),
+        };
+        Arg { sql, ty }
     }
 
     fn text_operand(&mut self, e: &Expr) -> String {
@@ -450,5 +614,15 @@ impl Writer<'_> {
                 out.push(')');
             }
         }
+    }
+}
+
+/// Whether a HAVING condition aggregates (its depth is bounded by the planner).
+fn pred_aggregates(p: &Pred) -> bool {
+    match p {
+        Pred::And(items) | Pred::Or(items) => items.iter().any(pred_aggregates),
+        Pred::Not(inner) => pred_aggregates(inner),
+        Pred::Cmp(l, _, r) => contains_aggregate(l) || contains_aggregate(r),
+        _ => false,
     }
 }
