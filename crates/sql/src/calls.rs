@@ -12,6 +12,8 @@ pub enum ArgType {
     Text,
     /// An exact number (integer or decimal).
     Number,
+    /// A floating-point number.
+    Float,
     /// A date, time or timestamp.
     Temporal,
     /// Unknown.
@@ -28,7 +30,7 @@ pub struct Arg {
 }
 
 /// A call's spelling: `{0}` is argument 0 as rendered, `{t0}` as text, `{n0}` as numeric,
-/// `{d0}` as timestamp, `{*}` all arguments, `{*1}` the arguments from 1 on, `{D}` the
+/// `{d0}` as timestamp, `{f0}` as a number (float8 unless it is one), `{*}` all arguments, `{*1}` the arguments from 1 on, `{D}` the
 /// `DISTINCT ` of an aggregate.
 fn template(engine: Engine, name: &str, args: &[Arg]) -> Option<&'static str> {
     match engine {
@@ -107,7 +109,23 @@ fn postgres(name: &str, argc: usize) -> Option<&'static str> {
         ("insert", _) => "overlay({t0} placing {t3} from {1} for {2})",
         ("sec_to_time", _) => "to_char(make_interval(secs => {n0}), 'HH24:MI:SS')",
         ("sign", _) => "CAST(sign({n0}) AS integer)",
-        ("log", 1) => "ln({0})",
+        ("abs", _) => "abs({f0})",
+        ("ceil" | "ceiling", _) => "ceil({f0})",
+        ("floor", _) => "floor({f0})",
+        ("sqrt", _) => "sqrt({f0})",
+        ("exp", _) => "exp({f0})",
+        ("ln", _) => "ln({f0})",
+        ("log10", _) => "log10({f0})",
+        ("sin", _) => "sin({f0})",
+        ("cos", _) => "cos({f0})",
+        ("tan", _) => "tan({f0})",
+        ("asin", _) => "asin({f0})",
+        ("acos", _) => "acos({f0})",
+        ("atan", _) => "atan({f0})",
+        ("cot", _) => "cot({f0})",
+        ("degrees", _) => "degrees({f0})",
+        ("radians", _) => "radians({f0})",
+        ("log", 1) => "ln({f0})",
         ("log", _) => "CAST(log({n0}, {n1}) AS float8)",
         ("log2", _) => "CAST(log(2, {n0}) AS float8)",
         ("mod", _) => "mod({n0}, {n1})",
@@ -179,7 +197,7 @@ pub fn write_call(engine: Engine, name: &str, args: &[Arg], distinct: bool, out:
             "*1" => join(args, 1, out),
             _ => {
                 let (conv, index) = match spec.as_bytes().first() {
-                    Some(c @ (b't' | b'n' | b'd')) => (Some(*c), &spec[1..]),
+                    Some(c @ (b't' | b'n' | b'd' | b'f')) => (Some(*c), &spec[1..]),
                     _ => (None, spec),
                 };
                 let Some(arg) = index.parse::<usize>().ok().and_then(|i| args.get(i)) else {
@@ -193,7 +211,12 @@ pub fn write_call(engine: Engine, name: &str, args: &[Arg], distinct: bool, out:
 }
 
 fn write_converted(arg: &Arg, conv: Option<u8>, out: &mut String) {
+    if conv == Some(b'f') && matches!(arg.ty, ArgType::Number | ArgType::Float) {
+        out.push_str(&arg.sql);
+        return;
+    }
     let (target, already) = match conv {
+        Some(b'f') => ("float8", ArgType::Float),
         Some(b't') => ("text", ArgType::Text),
         Some(b'n') => ("numeric", ArgType::Number),
         Some(b'd') => ("timestamp", ArgType::Temporal),

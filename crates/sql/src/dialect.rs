@@ -66,6 +66,16 @@ pub trait Dialect: Send + Sync {
         out.push_str(cond);
     }
 
+    /// The engine refuses a selected column that is neither grouped nor aggregated.
+    fn groups_strictly(&self) -> bool {
+        false
+    }
+
+    /// The engine needs a GROUP BY for a HAVING that aggregates.
+    fn having_needs_group(&self) -> bool {
+        false
+    }
+
     /// A MySQL date format in the engine's spelling, where it differs.
     fn date_format(&self, fmt: &str) -> Option<String> {
         let _ = fmt;
@@ -133,6 +143,10 @@ fn double_quote(ident: &str, out: &mut String) {
 impl Dialect for Sqlite {
     fn engine(&self) -> Engine {
         Engine::Sqlite
+    }
+
+    fn having_needs_group(&self) -> bool {
+        true
     }
 
     fn quote(&self, ident: &str, out: &mut String) {
@@ -272,6 +286,10 @@ impl Dialect for Postgres {
 
     fn date_format(&self, fmt: &str) -> Option<String> {
         Some(crate::calls::postgres_date_format(fmt))
+    }
+
+    fn groups_strictly(&self) -> bool {
+        true
     }
 
     fn truth_value(&self, cond: &str, out: &mut String) {

@@ -4,7 +4,7 @@ use crate::calls::{write_call, write_date_add, write_match, Arg, ArgType};
 use crate::dialect::Dialect;
 use crate::Statement;
 use apijet_core::Value;
-use apijet_plan::functions::contains_aggregate;
+use apijet_plan::functions::{contains_aggregate, contains_window};
 use apijet_plan::query::{
     ArithOp, Assign, CastType, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred,
     Quantifier, Select, Source, Update,
@@ -150,9 +150,34 @@ impl Writer<'_> {
         if s.distinct {
             out.push_str("DISTINCT ");
         }
+        // MySQL reads a HAVING without GROUP BY over rows that aggregate nothing as a second
+        // WHERE; SQLite and PostgreSQL would make the query an aggregate. Writing it as WHERE
+        // gives the same rows on every engine.
+        let column_aggregates = s.columns.iter().any(|c| contains_aggregate(&c.expr));
+        let having_as_filter = match &s.having {
+            Some(h) if s.group.is_empty() && !column_aggregates && !pred_aggregates(h) => Some(h),
+            _ => None,
+        };
+        let aggregate_query = !s.group.is_empty()
+            || column_aggregates
+            || (s.having.is_some() && having_as_filter.is_none());
+        // MySQL answers a column that is neither grouped nor aggregated with the value of the
+        // group's first row; PostgreSQL refuses such a query, so it is asked for that value.
+        let first_of_group = |e: &Expr| {
+            aggregate_query
+                && self.d.groups_strictly()
+                && !matches!(e, Expr::Value(_) | Expr::Alias(_) | Expr::Star)
+                && !contains_aggregate(e)
+                && !contains_window(e)
+                && !s.group.contains(e)
+        };
         for (i, item) in s.columns.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
+            }
+            let wrap = first_of_group(&item.expr);
+            if wrap {
+                out.push_str("(array_agg(");
             }
             if matches!(item.expr, Expr::Compare(..) | Expr::IsNull(_)) {
                 let mut b = String::new();
@@ -160,6 +185,9 @@ impl Writer<'_> {
                 self.d.truth_value(&b, out);
             } else {
                 self.expr(&item.expr, out);
+            }
+            if wrap {
+                out.push_str("))[1]");
             }
             out.push_str(" AS ");
             self.d.quote(item.alias.as_str(), out);
@@ -171,19 +199,6 @@ impl Writer<'_> {
         for j in &s.joins {
             self.join(j, out);
         }
-        // MySQL reads a HAVING without GROUP BY over rows that aggregate nothing as a second
-        // WHERE; SQLite and PostgreSQL would make the query an aggregate. Writing it as WHERE
-        // gives the same rows on every engine.
-        let having_as_filter = match &s.having {
-            Some(h)
-                if s.group.is_empty()
-                    && !s.columns.iter().any(|c| contains_aggregate(&c.expr))
-                    && !pred_aggregates(h) =>
-            {
-                Some(h)
-            }
-            _ => None,
-        };
         let filter = s
             .filter
             .as_ref()
@@ -202,6 +217,14 @@ impl Writer<'_> {
             }
             (None, None) => {}
         }
+        if s.group.is_empty()
+            && aggregate_query
+            && s.having.is_some()
+            && self.d.having_needs_group()
+        {
+            // One group of all rows, as MySQL makes of a HAVING without GROUP BY.
+            out.push_str(" GROUP BY (1 = 1)");
+        }
         if !s.group.is_empty() {
             out.push_str(" GROUP BY ");
             for (i, g) in s.group.iter().enumerate() {
@@ -215,7 +238,29 @@ impl Writer<'_> {
             out.push_str(" HAVING ");
             self.pred(h, out);
         }
-        self.order_by(&s.order, out);
+        if s.order
+            .iter()
+            .any(|o| matches!(o, OrderItem::By(e, _) if first_of_group(e)))
+        {
+            let order: Vec<OrderItem> = s
+                .order
+                .iter()
+                .map(|o| match o {
+                    OrderItem::By(e, dir) if first_of_group(e) => OrderItem::By(
+                        Expr::Func {
+                            name: "min",
+                            args: vec![e.clone()],
+                            distinct: false,
+                        },
+                        *dir,
+                    ),
+                    other => other.clone(),
+                })
+                .collect();
+            self.order_by(&order, out);
+        } else {
+            self.order_by(&s.order, out);
+        }
         if let Some(limit) = s.limit {
             out.push_str(" LIMIT ");
             out.push_str(&limit.to_string());
@@ -479,11 +524,13 @@ impl Writer<'_> {
             Expr::Column { kind, .. } => match kind {
                 ColumnKind::Text => ArgType::Text,
                 ColumnKind::Int | ColumnKind::Decimal => ArgType::Number,
+                ColumnKind::Float => ArgType::Float,
                 ColumnKind::Timestamp | ColumnKind::Date | ColumnKind::Time => ArgType::Temporal,
                 _ => ArgType::Other,
             },
             Expr::Value(Value::Text(_)) => ArgType::Text,
             Expr::Value(Value::Int(_)) => ArgType::Number,
+            Expr::Value(Value::Float(_)) => ArgType::Float,
             Expr::Cast(_, CastType::Text) => ArgType::Text,
             Expr::Cast(_, CastType::Integer | CastType::Decimal) => ArgType::Number,
             Expr::Cast(_, _) | Expr::DateAdd { .. } => ArgType::Temporal,
