@@ -1,5 +1,6 @@
 //! apijet: an APIJSON server. See README.md.
 
+mod account;
 mod app;
 mod config;
 mod demo;

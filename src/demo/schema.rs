@@ -296,5 +296,21 @@ pub const FUNCTION: Table = Table {
     unique: &[],
 };
 
+/// `Verify`: verification codes of the account endpoints (`/post/verify`), readable only by
+/// the server itself (its `Access` row gives no role anything).
+pub const VERIFY: Table = Table {
+    name: "Verify",
+    cols: &[
+        req("id", Ty::Id, Def::None),
+        req("type", Ty::TinyInt, Def::Int(0)),
+        req("phone", Ty::Varchar(20), Def::None),
+        req("verify", Ty::Varchar(32), Def::None),
+        req("date", Ty::DateTime, Def::Now),
+    ],
+    unique: &[],
+};
+
 /// Every demo table, in creation order (there are no foreign keys, so any order works).
-pub const TABLES: [Table; 7] = [USER, PRIVACY, MOMENT, COMMENT, ACCESS, REQUEST, FUNCTION];
+pub const TABLES: [Table; 8] = [
+    USER, PRIVACY, MOMENT, COMMENT, ACCESS, REQUEST, FUNCTION, VERIFY,
+];

@@ -26,7 +26,7 @@ type AccessRow = (
 );
 
 /// The `Access` rows.
-const ACCESS_ROWS: [AccessRow; 7] = [
+const ACCESS_ROWS: [AccessRow; 8] = [
     (
         "apijson_user",
         Some("User"),
@@ -114,6 +114,13 @@ const ACCESS_ROWS: [AccessRow; 7] = [
             ALL_ROLES, ALL_ROLES, LOGGED_IN, LOGGED_IN, NOBODY, NOBODY, NOBODY,
         ],
         "System table: readable only when the server runs in debug mode.",
+    ),
+    (
+        "Verify",
+        None,
+        [NOBODY, NOBODY, NOBODY, NOBODY, NOBODY, NOBODY, NOBODY],
+        "Verification codes: only the account endpoints (/post/verify, /login type 1, \
+         /register, /put/password) use them.",
     ),
 ];
 
@@ -279,6 +286,19 @@ fn request_list() -> Vec<RequestRow> {
                 }
             }),
             "Top up your balance by more than 0 and at most 10000 at a time.",
+        ),
+        (
+            "PUT",
+            "balance-",
+            json!({
+                "Privacy": {
+                    "MUST": "id,balance-,_password",
+                    "REFUSE": "!",
+                    "VERIFY": {"balance-&{}": ">0,<=10000"},
+                    "UPDATE": {"@role": "OWNER", "@combine": "_password"}
+                }
+            }),
+            "Withdraw at most 10000 at a time; the login password is checked in the WHERE.",
         ),
         (
             "PUT",
