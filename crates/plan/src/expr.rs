@@ -485,7 +485,8 @@ impl<'a, N: Names> Parser<'a, N> {
             Ok(e) if self.pos == end => return Ok(e),
             Ok(_) => {}
             Err(e @ (PlanError::Invalid(_) | PlanError::UnknownColumn { .. })) => {
-                if end == start + 1 {
+                // A lone name is a column, as in the reference: an unknown one is refused.
+                if end == start + 1 && matches!(self.toks[start].tok, Tok::Name(_)) {
                     return Err(e);
                 }
             }
