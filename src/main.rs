@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod http;
 mod login_limit;
+mod router;
 mod session;
 
 use clap::{Parser, Subcommand};

@@ -333,7 +333,7 @@ fn register_then_log_in_on_every_engine() {
         let s = Server::start(&url, &format!("{SECRET}verify_code_in_answer = true\n"));
         let mut c = s.client();
         // The code of /post/verify (type 1) that /register checks (tests/accounts.rs).
-        let mut code_for = |c: &mut support::Client| {
+        let code_for = |c: &mut support::Client| {
             let r = post(
                 c,
                 "/post/verify",

@@ -310,3 +310,43 @@ fn codes_expire_and_stay_hidden_unless_configured() {
         assert_eq!(code(&r), 406, "{engine}: {r}");
     }
 }
+
+#[test]
+fn router_runs_the_document_templates_on_every_engine() {
+    for (engine, url) in demo_databases("router") {
+        let s = Server::start(&url, HIDDEN);
+        let mut c = s.client();
+        let ids = |r: &Value| -> Vec<i64> {
+            r["Moment[]"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{engine}: a list: {r}"))
+                .iter()
+                .filter_map(|m| m["id"].as_i64())
+                .collect()
+        };
+        let r = post(&mut c, "/router/get/moments", &json!({}));
+        assert_eq!(
+            ids(&r),
+            vec![1001, 1002, 1003],
+            "{engine}: the template: {r}"
+        );
+        let r = post(&mut c, "/router/get/moments", &json!({"Moment[].page": 1}));
+        assert_eq!(
+            ids(&r),
+            vec![1004, 1005, 1006],
+            "{engine}: merged by path: {r}"
+        );
+        let r = post(&mut c, "/router/get/moments?Moment[].page=2", &json!({}));
+        assert_eq!(
+            ids(&r),
+            vec![1007, 1008, 1009],
+            "{engine}: URL parameters: {r}"
+        );
+        let r = post(&mut c, "/router/get/moments?version=2", &json!({}));
+        assert_eq!(code(&r), 406, "{engine}: no such version: {r}");
+        let r = post(&mut c, "/router/get/nothing", &json!({}));
+        assert_eq!(code(&r), 406, "{engine}: no template: {r}");
+        let r = post(&mut c, "/router/patch/moments", &json!({}));
+        assert_eq!(code(&r), 406, "{engine}: no such method: {r}");
+    }
+}

@@ -65,7 +65,7 @@ fn functions_windows_case_cast_and_intervals_answer_alike_on_every_engine() {
             json!({"User": {"id": 82001, "@column":
                 "id;concat(name,'-',sex):x;lpad(id,8,'0'):p;upper(left(name,2)):u;\
                  locate('d',name):l;replace(name,'a','4'):rp;reverse(name):rv;\
-                 round(3.14159,2):pi;truncate(2.789,1):t;mod(id,7):md;greatest(id,90000):g;\
+                 round(2.71828,2):pi;truncate(2.789,1):t;mod(id,7):md;greatest(id,90000):g;\
                  ifnull(tag,'none'):tg;if(sex=1,'f','m'):sx;datediff('2024-03-10','2024-03-01'):dd;\
                  last_day('2024-02-10'):ld;dayname('2024-03-01'):dn;strcmp('a','b'):sc"}}),
         );
@@ -80,7 +80,7 @@ fn functions_windows_case_cast_and_intervals_answer_alike_on_every_engine() {
         assert_eq!(u["l"], 2, "{engine}");
         assert_eq!(u["rp"], "Ad4", "{engine}");
         assert_eq!(u["rv"], "adA", "{engine}");
-        assert_eq!(u["pi"], 3.14, "{engine}");
+        assert_eq!(u["pi"], 2.72, "{engine}");
         assert_eq!(u["t"], 2.7, "{engine}");
         assert_eq!(u["md"], 82001 % 7, "{engine}");
         assert_eq!(u["g"], 90000, "{engine}");

@@ -10,10 +10,11 @@
 //! | `apijson_privacy` | `Privacy` | 30   | phone, email, balance, passwords             |
 //! | `Moment`          | `Moment`  | 100  | posts, ids 1001–1100                         |
 //! | `Comment`         | `Comment` | 300  | comments and replies, ids 5001–5300          |
-//! | `Access`          |           | 8    | role policy per table and method             |
-//! | `Request`         |           | 17   | allowed shapes of private requests           |
+//! | `Access`          |           | 9    | role policy per table and method             |
+//! | `Request`         |           | 18   | allowed shapes of private requests           |
 //! | `Function`        |           | 6    | callable remote functions                    |
 //! | `Verify`          |           | 0    | verification codes of the account endpoints  |
+//! | `Document`        |           | 1    | `/router/{method}/{tag}` request templates   |
 //!
 //! Demo logins: phone `130000` + user id (e.g. `13000082001`), password `123456` for all.
 //!
@@ -33,7 +34,7 @@ use apijet_core::Engine;
 
 use self::rng::Rng;
 use self::schema::{
-    Table, ACCESS, COMMENT, FUNCTION, MOMENT, PRIVACY, REQUEST, TABLES, USER, VERIFY,
+    Table, ACCESS, COMMENT, DOCUMENT, FUNCTION, MOMENT, PRIVACY, REQUEST, TABLES, USER, VERIFY,
 };
 
 /// The PRNG seed. Changing it changes every generated row (and the tests' expectations).
@@ -72,5 +73,6 @@ fn dataset() -> Vec<(Table, Vec<Vec<sql::Lit>>)> {
         (REQUEST, system::request_rows()),
         (FUNCTION, system::function_rows()),
         (VERIFY, Vec::new()),
+        (DOCUMENT, system::document_rows()),
     ]
 }
