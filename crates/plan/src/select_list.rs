@@ -118,13 +118,14 @@ fn starts_with_case(text: &str) -> bool {
 
 /// Splits `expr:alias` at the last top-level colon.
 fn split_alias(item: &str) -> (&str, Option<&str>) {
-    let mut depth = 0;
+    let (mut depth, mut quoted) = (0, false);
     let mut at = None;
     for (i, c) in item.char_indices() {
         match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ':' if depth == 0 => at = Some(i),
+            '\'' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            ':' if depth == 0 && !quoted => at = Some(i),
             _ => {}
         }
     }
