@@ -6,7 +6,7 @@
 //! Codes live in the `Verify` table (`id, type, phone, verify, date`), which the generic API
 //! never reaches (`apijet_plan::schema::SECRET_TABLES`). A code expires `verify_code_ttl_secs`
 //! after it was made, dies after [`MAX_ATTEMPTS`] wrong guesses or its first use, and is never
-//! logged. It is answered to the client only when `verify_code_in_answer` is on (the demo's
+//! logged; wrong codes also count against the phone in the failed-login limiter (429). It is answered to the client only when `verify_code_in_answer` is on (the demo's
 //! behaviour, for tests and development); otherwise it must reach the phone another way.
 
 mod profile;
@@ -26,7 +26,7 @@ use apijet_response::{now_ms, success, ApiError};
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Wrong guesses a code survives; the next one deletes it.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -98,6 +98,12 @@ pub enum AccountError {
     /// Not logged in.
     #[error("not logged in, or the login has expired: log in and try again")]
     NotLoggedIn,
+    /// Too many wrong codes or passwords for this phone.
+    #[error(
+        "too many failed attempts for this phone: try again in {} s",
+        .0.as_secs().max(1)
+    )]
+    TooManyAttempts(Duration),
     /// A failure of the pipeline.
     #[error(transparent)]
     Api(#[from] ApiError),
@@ -115,6 +121,7 @@ impl AccountError {
             AccountError::OutOfRange(_) => 416,
             AccountError::Forbidden(_) => 403,
             AccountError::NotLoggedIn => 407,
+            AccountError::TooManyAttempts(_) => 429,
             AccountError::Api(e) => e.code(),
         }
     }
@@ -336,6 +343,12 @@ impl AppState {
                 "the verification code is missing".into(),
             ));
         }
+        // Wrong codes count with the phone's failed logins: a fresh code must not buy five
+        // more guesses.
+        let limiter = &self.sessions.limiter;
+        if let Some(wait) = limiter.check(phone, None, Instant::now()) {
+            return Err(AccountError::TooManyAttempts(wait));
+        }
         let t = VerifyTable::of(self)?;
         let stored = self.codes(&t, kind, phone).await?;
         let all_ids: Vec<i64> = stored.iter().map(|c| c.id).collect();
@@ -344,6 +357,7 @@ impl AppState {
             .find(|c| constant_time_eq(c.code.as_bytes(), code.as_bytes()));
         let key = (kind, phone.to_string());
         let Some(found) = found else {
+            limiter.failed(phone, None, Instant::now());
             let spent = {
                 let mut attempts = self.accounts.attempts();
                 let n = attempts.entry(key.clone()).or_insert(0);

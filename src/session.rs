@@ -139,7 +139,8 @@ impl AppState {
         let result = self.check_credentials(body).await;
         match &result {
             Ok(_) => limiter.succeeded(&phone),
-            Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword | LoginError::Code(_)) => {
+            // Wrong codes are counted where they are checked (crate::account).
+            Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword) => {
                 limiter.failed(&phone, address, Instant::now());
             }
             Err(_) => {}

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use support::{code, demo_databases, post, Client, Server};
 
-const OPEN: &str = "verify_code_in_answer = true\nverify_code_ttl_secs = 60\n";
+const OPEN: &str =
+    "verify_code_in_answer = true\nverify_code_ttl_secs = 60\nlogin_failures_per_phone = 1000\n";
 const SHORT: &str = "verify_code_in_answer = true\nverify_code_ttl_secs = 1\n";
 const HIDDEN: &str = "verify_code_ttl_secs = 60\n";
 
@@ -293,6 +294,39 @@ fn codes_expire_and_stay_hidden_unless_configured() {
                 &json!({"type": 1, "phone": phone, "verify": v}),
             );
             assert_eq!(code(&r), 412, "{engine}: an expired code is deleted: {r}");
+        }
+        // Wrong codes count against the phone with its failed logins (5 by default): a fresh
+        // code buys no more guesses.
+        {
+            let s = Server::start(&url, SHORT);
+            let mut c = s.client();
+            let other = "13900004444";
+            let v = new_code(&mut c, 0, other);
+            for _ in 0..5 {
+                let r = post(
+                    &mut c,
+                    "/heads/verify",
+                    &json!({"type": 0, "phone": other, "verify": wrong(&v)}),
+                );
+                assert_eq!(code(&r), 412, "{engine}: {r}");
+            }
+            let v = new_code(&mut c, 0, other);
+            let r = post(
+                &mut c,
+                "/heads/verify",
+                &json!({"type": 0, "phone": other, "verify": v}),
+            );
+            assert_eq!(
+                code(&r),
+                429,
+                "{engine}: guesses are limited per phone: {r}"
+            );
+            let r = post(
+                &mut s.client(),
+                "/login",
+                &json!({"type": 1, "phone": other, "password": v}),
+            );
+            assert_eq!(code(&r), 429, "{engine}: also for a login by code: {r}");
         }
         let s = Server::start(&url, HIDDEN);
         let mut c = s.client();

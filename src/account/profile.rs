@@ -10,8 +10,32 @@ use apijet_plan::lookup;
 use apijet_request::parse_body;
 use apijet_response::{success, ApiError};
 use serde_json::{json, Map, Value as Json};
+use std::time::Instant;
+
+/// The failed-login limiter's key for password guesses on account `id`.
+fn guess_key(id: i64) -> String {
+    format!("id:{id}")
+}
 
 impl AppState {
+    /// 429 once account `id` has used up its wrong passwords for now (the failed-login limits).
+    fn limit_guesses(&self, id: i64) -> Result<(), AccountError> {
+        match self
+            .sessions
+            .limiter
+            .check(&guess_key(id), None, Instant::now())
+        {
+            Some(wait) => Err(AccountError::TooManyAttempts(wait)),
+            None => Ok(()),
+        }
+    }
+
+    fn guessed_wrong(&self, id: i64) {
+        self.sessions
+            .limiter
+            .failed(&guess_key(id), None, Instant::now());
+    }
+
     async fn privacy_row(
         &self,
         key: &str,
@@ -67,6 +91,7 @@ impl AppState {
                     "the new password must differ from the old one".into(),
                 ));
             }
+            self.limit_guesses(id)?;
             let row = self
                 .privacy_row("id", Value::Int(id), &["id", column])
                 .await?;
@@ -75,6 +100,7 @@ impl AppState {
                 .and_then(|r| text(r.get(column)))
                 .unwrap_or_default();
             if row.is_none() || !constant_time_eq(stored.as_bytes(), old.as_bytes()) {
+                self.guessed_wrong(id);
                 return Err(AccountError::Mismatch(
                     "wrong account or old password".into(),
                 ));
@@ -148,6 +174,7 @@ impl AppState {
                 "Privacy/{k} is not allowed here: give id, balance+ and _payPassword"
             )));
         }
+        self.limit_guesses(id)?;
         let row = self
             .privacy_row("id", Value::Int(id), &["id", "balance", "_payPassword"])
             .await?;
@@ -156,6 +183,7 @@ impl AppState {
             .and_then(|r| text(r.get("_payPassword")))
             .unwrap_or_default();
         if row.is_none() || !constant_time_eq(stored.as_bytes(), pay.as_bytes()) {
+            self.guessed_wrong(id);
             return Err(AccountError::Mismatch("wrong pay password".into()));
         }
         if change == 0.0 || !change.is_finite() {
