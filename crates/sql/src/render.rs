@@ -470,8 +470,10 @@ impl Writer<'_> {
                 self.d.json_length(&arg, out);
             }
             Expr::Arith { lhs, op, rhs } => {
+                // Literal operands are typed: PostgreSQL cannot infer `$1 + $2`.
                 out.push('(');
-                self.expr(lhs, out);
+                let l = self.arg(lhs);
+                out.push_str(&l.sql);
                 out.push_str(match op {
                     ArithOp::Add => " + ",
                     ArithOp::Sub => " - ",
@@ -479,7 +481,8 @@ impl Writer<'_> {
                     ArithOp::Div => " / ",
                     ArithOp::Mod => " % ",
                 });
-                self.expr(rhs, out);
+                let r = self.arg(rhs);
+                out.push_str(&r.sql);
                 out.push(')');
             }
             Expr::RowNumber { partition, order } => {
