@@ -170,7 +170,7 @@ impl AppState {
         };
         let defaults = req.get("defaults").filter(|d| !d.is_null()).cloned();
         if let Some(d) = &defaults {
-            crate::account::check_defaults(d, self.backend.engine())
+            crate::account::check_defaults(d, &self.options)
                 .map_err(|e| LoginError::Invalid(e.to_string()))?;
         }
         let remember = req.get("remember").and_then(Json::as_bool).unwrap_or(false);

@@ -185,7 +185,12 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
             "mysql" => "MYSQL",
             _ => "SQLITE",
         };
-        let defaults = json!({"@database": db, "@schema": "sys"});
+        let schema = match engine {
+            "postgres" => "public",
+            "mysql" => "apijet_it_accounts",
+            _ => "main",
+        };
+        let defaults = json!({"@database": db, "@schema": schema});
         let r = post(
             &mut s.client(),
             "/login",
@@ -199,6 +204,12 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
             &json!({"phone": phone, "password": "secret3", "defaults": {"@role": "OWNER"}}),
         );
         assert_eq!(code(&r), 406, "{engine}: {r}");
+        let r = post(
+            &mut s.client(),
+            "/login",
+            &json!({"phone": phone, "password": "secret3", "defaults": {"@schema": "elsewhere"}}),
+        );
+        assert_eq!(code(&r), 406, "{engine}: a schema not served: {r}");
     }
 }
 

@@ -4,9 +4,10 @@
 use super::{is_code, is_password, is_phone, text, AccountError, CodeType};
 use crate::app::AppState;
 use apijet_auth::constant_time_eq;
-use apijet_core::{Engine, Method, Value, Visitor};
+use apijet_core::{Method, Value, Visitor};
 use apijet_exec::read::fetch_rows;
 use apijet_plan::lookup;
+use apijet_plan::PlanOptions;
 use apijet_request::parse_body;
 use apijet_response::{success, ApiError};
 use serde_json::{json, Map, Value as Json};
@@ -212,35 +213,31 @@ impl AppState {
     }
 }
 
-/// Checks a `/login` `defaults` object: only `@database` and `@schema` are kept for a login,
-/// and `@database` must name this server's engine. Anything else would be echoed but not
-/// applied to later requests (the login is a stateless token), so it is refused.
-pub fn check_defaults(defaults: &Json, engine: Engine) -> Result<(), AccountError> {
+/// Checks a `/login` `defaults` object: only `@database` and `@schema` naming what this server
+/// serves (as every request's own `@database`/`@schema` must) are accepted; applying them to
+/// later requests would change nothing. Anything else would be echoed but not applied (the
+/// login is a stateless token), so it is refused.
+pub fn check_defaults(defaults: &Json, options: &PlanOptions) -> Result<(), AccountError> {
     let Some(map) = defaults.as_object() else {
         return Err(AccountError::Invalid("defaults must be an object".into()));
     };
     for (k, v) in map {
-        match (k.as_str(), v) {
-            ("@database", Json::String(db)) => {
-                let ours = match engine {
-                    Engine::Sqlite => &["SQLITE"][..],
-                    Engine::Postgres => &["POSTGRESQL"][..],
-                    Engine::MySql => &["MYSQL", "MARIADB"][..],
-                };
-                if !ours.iter().any(|o| o.eq_ignore_ascii_case(db)) {
-                    return Err(AccountError::Invalid(format!(
-                        "defaults: @database {db} is not this server's database ({})",
-                        ours[0]
-                    )));
-                }
-            }
-            ("@schema", Json::String(_)) => {}
+        let served = match k.as_str() {
+            "@database" => &options.served.databases,
+            "@schema" => &options.served.schemas,
             _ => {
                 return Err(AccountError::Invalid(format!(
                     "defaults: {k} cannot be kept for a login on this server; send it in \
                      each request (only @database and @schema are accepted)"
                 )))
             }
+        };
+        let named = v.as_str().map(str::trim).unwrap_or_default();
+        if !served.iter().any(|s| s.eq_ignore_ascii_case(named)) {
+            return Err(AccountError::Invalid(format!(
+                "defaults: {k}:{v} is not served here ({})",
+                served.join(" / ")
+            )));
         }
     }
     Ok(())
