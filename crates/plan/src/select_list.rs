@@ -1,7 +1,7 @@
 //! `@column`, `@order`, `@group`, `@having`, `@key` and `@cast` (protocol §4.3).
 
 use crate::expr::{check_length, Names, Parser};
-use crate::functions::contains_window;
+use crate::functions::{contains_aggregate, contains_window};
 use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
 use crate::schema::{ColumnKind, Table};
 use crate::Combine;
@@ -75,13 +75,9 @@ pub(crate) struct ColumnList {
     pub distinct: bool,
 }
 
-fn is_aggregate(e: &Expr) -> bool {
-    matches!(e, Expr::Func { name, .. } if matches!(*name, "count" | "sum" | "max" | "min" | "avg"))
-}
-
 /// Whether any select item aggregates (then a missing row still yields one row).
 pub(crate) fn has_aggregate(items: &[SelectItem]) -> bool {
-    items.iter().any(|i| is_aggregate(&i.expr))
+    items.iter().any(|i| contains_aggregate(&i.expr))
 }
 
 fn bad_column(item: &str) -> PlanError {
