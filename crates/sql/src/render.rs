@@ -1,15 +1,14 @@
 //! The shared walk over a planned SELECT.
 
-use crate::calls::{write_call, write_date_add, write_match, Arg, ArgType};
+use crate::calls::{write_date_add, write_match};
 use crate::dialect::Dialect;
 use crate::Statement;
 use apijet_core::Value;
 use apijet_plan::functions::{contains_aggregate, contains_window};
 use apijet_plan::query::{
-    ArithOp, Assign, CastType, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred,
-    Quantifier, Select, Source, Update,
+    ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
+    Select, Source, Update,
 };
-use apijet_plan::schema::ColumnKind;
 
 /// Renders an INSERT of every row in one statement.
 pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
@@ -133,6 +132,8 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
         binds: w.binds,
     }
 }
+
+mod exprs;
 
 struct Writer<'a> {
     d: &'a dyn Dialect,
@@ -341,46 +342,7 @@ impl Writer<'_> {
                 name,
                 args,
                 distinct,
-            } => {
-                if *name == "length" && args.len() == 1 && !*distinct {
-                    let arg = self.arg(&args[0]);
-                    let kind = if arg.ty == ArgType::Text {
-                        ColumnKind::Text
-                    } else {
-                        ColumnKind::Other
-                    };
-                    let mut text = String::new();
-                    self.d.as_text(&arg.sql, kind, &mut text);
-                    self.d.text_length(&text, out);
-                    return;
-                }
-                if *name == "json_length" {
-                    let arg = args.first().map(|a| self.sub(a)).unwrap_or_default();
-                    self.d.json_length(&arg, out);
-                    return;
-                }
-                let mut rendered = Vec::with_capacity(args.len());
-                for (i, a) in args.iter().enumerate() {
-                    let translated = match a {
-                        Expr::Value(Value::Text(fmt))
-                            if i == 1 && matches!(*name, "date_format" | "time_format") =>
-                        {
-                            self.d.date_format(fmt).map(Value::Text)
-                        }
-                        _ => None,
-                    };
-                    rendered.push(match translated {
-                        Some(v) => Arg {
-                            sql: self.typed_bind(&v),
-                            ty: ArgType::Text,
-                        },
-                        None => self.arg(a),
-                    });
-                }
-                let mut call = String::new();
-                write_call(self.d.engine(), name, &rendered, *distinct, &mut call);
-                self.d.wrap_function(name, &call, out);
-            }
+            } => self.func(name, args, *distinct, out),
             Expr::Compare(l, op, r) => {
                 out.push('(');
                 self.expr(l, out);
@@ -399,48 +361,15 @@ impl Writer<'_> {
                 operand,
                 whens,
                 otherwise,
-            } => {
-                out.push_str("CASE");
-                if let Some(o) = operand {
-                    out.push(' ');
-                    let a = self.arg(o);
-                    out.push_str(&a.sql);
-                }
-                for (w, t) in whens {
-                    out.push_str(" WHEN ");
-                    let a = self.arg(w);
-                    out.push_str(&a.sql);
-                    out.push_str(" THEN ");
-                    let a = self.arg(t);
-                    out.push_str(&a.sql);
-                }
-                if let Some(e) = otherwise {
-                    out.push_str(" ELSE ");
-                    let a = self.arg(e);
-                    out.push_str(&a.sql);
-                }
-                out.push_str(" END");
-            }
+            } => self.case(operand.as_deref(), whens, otherwise.as_deref(), out),
             Expr::Window {
                 func,
                 partition,
                 order,
             } => {
                 self.expr(func, out);
-                out.push_str(" OVER (");
-                if !partition.is_empty() {
-                    out.push_str("PARTITION BY ");
-                    for (i, p) in partition.iter().enumerate() {
-                        if i > 0 {
-                            out.push_str(", ");
-                        }
-                        self.expr(p, out);
-                    }
-                }
-                let mut o = String::new();
-                self.order_by(order, &mut o);
-                out.push_str(o.trim_start());
-                out.push(')');
+                out.push(' ');
+                self.over(partition, order, out);
             }
             Expr::DateAdd {
                 base,
@@ -486,18 +415,8 @@ impl Writer<'_> {
                 out.push(')');
             }
             Expr::RowNumber { partition, order } => {
-                out.push_str("row_number() OVER (");
-                if !partition.is_empty() {
-                    out.push_str("PARTITION BY ");
-                    for (i, p) in partition.iter().enumerate() {
-                        if i > 0 {
-                            out.push_str(", ");
-                        }
-                        self.expr(p, out);
-                    }
-                }
-                self.order_by(order, out);
-                out.push(')');
+                out.push_str("row_number() ");
+                self.over(partition, order, out);
             }
             Expr::Cast(inner, t) => {
                 out.push_str("CAST(");
@@ -507,44 +426,6 @@ impl Writer<'_> {
                 out.push(')');
             }
         }
-    }
-
-    /// Binds a value whose type the engine must be told.
-    fn typed_bind(&mut self, v: &Value) -> String {
-        let mut s = String::new();
-        if matches!(v, Value::Null) {
-            s.push_str("NULL");
-            return s;
-        }
-        self.binds.push(v.clone());
-        self.d.typed_placeholder(self.binds.len(), v, &mut s);
-        s
-    }
-
-    /// A function argument, with what it is known to hold.
-    fn arg(&mut self, e: &Expr) -> Arg {
-        let ty = match e {
-            Expr::Column { kind, .. } => match kind {
-                ColumnKind::Text => ArgType::Text,
-                ColumnKind::Int | ColumnKind::Decimal => ArgType::Number,
-                ColumnKind::Float => ArgType::Float,
-                ColumnKind::Timestamp | ColumnKind::Date | ColumnKind::Time => ArgType::Temporal,
-                _ => ArgType::Other,
-            },
-            Expr::Value(Value::Text(_)) => ArgType::Text,
-            Expr::Value(Value::Int(_)) => ArgType::Number,
-            Expr::Value(Value::Float(_)) => ArgType::Float,
-            Expr::Cast(_, CastType::Text) => ArgType::Text,
-            Expr::Cast(_, CastType::Integer | CastType::Decimal) => ArgType::Number,
-            Expr::Cast(_, _) | Expr::DateAdd { .. } => ArgType::Temporal,
-            _ => ArgType::Other,
-        };
-        let sql = match e {
-            Expr::Value(v) => self.typed_bind(v),
-            Expr::Star => "*".to_string(),
-            other => self.sub(other),
-        };
-        Arg { sql, ty }
     }
 
     fn text_operand(&mut self, e: &Expr) -> String {
