@@ -402,8 +402,14 @@ impl AppState {
         success(out, false)
     }
 
-    /// `POST /post/verify {type, phone}`: replaces the phone's code of that type.
-    pub async fn post_verify(&self, body: &[u8]) -> Result<Json, AccountError> {
+    /// `POST /post/verify {type, phone}`: replaces the phone's code of that type. Requests
+    /// count in the failed-login limits, per phone and per client `address`, so codes (and
+    /// `Verify` rows) cannot be made without bound.
+    pub async fn post_verify(
+        &self,
+        body: &[u8],
+        address: Option<std::net::IpAddr>,
+    ) -> Result<Json, AccountError> {
         let req = parse_body(body).map_err(ApiError::from)?;
         let kind = CodeType::from_json(req.get("type"))?;
         let phone = text(req.get("phone")).unwrap_or_default();
@@ -412,6 +418,12 @@ impl AppState {
                 "phone must be 11 digits starting with 1".into(),
             ));
         }
+        let limiter = &self.sessions.limiter;
+        let key = format!("verify:{phone}");
+        if let Some(wait) = limiter.check(&key, address, Instant::now()) {
+            return Err(AccountError::TooManyAttempts(wait));
+        }
+        limiter.failed(&key, address, Instant::now());
         let t = VerifyTable::of(self)?;
         let old: Vec<i64> = self
             .codes(&t, kind, &phone)

@@ -351,6 +351,17 @@ fn codes_expire_and_stay_hidden_unless_configured() {
         assert_eq!(code(&r), 403, "{engine}: {r}");
         let r = post(&mut c, "/post/verify", &json!({"type": 9, "phone": phone}));
         assert_eq!(code(&r), 406, "{engine}: {r}");
+        // Codes for one phone are limited like failed logins (5 per window by default).
+        for _ in 0..4 {
+            let r = post(&mut c, "/post/verify", &json!({"type": 1, "phone": phone}));
+            assert_eq!(code(&r), 200, "{engine}: {r}");
+        }
+        let r = post(&mut c, "/post/verify", &json!({"type": 1, "phone": phone}));
+        assert_eq!(
+            code(&r),
+            429,
+            "{engine}: the sixth code within the window: {r}"
+        );
         let r = post(&mut c, "/post/verify", &json!({"type": 0, "phone": "12"}));
         assert_eq!(code(&r), 406, "{engine}: {r}");
     }

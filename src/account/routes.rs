@@ -25,8 +25,12 @@ fn reply(r: Result<Json, AccountError>) -> Response {
 }
 
 /// `POST /post/verify`.
-pub async fn post_verify(State(s): State<Shared>, body: Bytes) -> Response {
-    reply(s.post_verify(&body).await)
+pub async fn post_verify(
+    State(s): State<Shared>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    body: Bytes,
+) -> Response {
+    reply(s.post_verify(&body, peer.map(|p| p.0 .0.ip())).await)
 }
 
 /// `POST /gets/verify`.
