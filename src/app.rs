@@ -56,6 +56,8 @@ pub struct AppState {
     snapshot: ArcSwap<Snapshot>,
     pub options: PlanOptions,
     pub sessions: Sessions,
+    /// Verification codes and the account endpoints' settings.
+    pub accounts: crate::account::Accounts,
     /// User ids allowed to `POST /reload`.
     pub admins: Vec<i64>,
     /// Ids for inserted rows.
@@ -118,6 +120,7 @@ impl AppState {
             Some(id) => IdGenerator::for_instance(id)?,
             None => IdGenerator::new(),
         };
+        let engine = backend.engine();
         Ok(AppState {
             replicas,
             next_replica: AtomicUsize::new(0),
@@ -144,6 +147,7 @@ impl AppState {
                     max_depth: cfg.max_expr_depth,
                     max_pattern_length: cfg.max_pattern_length,
                     max_list_items: cfg.max_list_items,
+                    engine,
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,
@@ -153,6 +157,10 @@ impl AppState {
                 sort_unordered_groups,
                 ..PlanOptions::default()
             },
+            accounts: crate::account::Accounts::new(
+                Duration::from_secs(cfg.verify_code_ttl_secs),
+                cfg.verify_code_in_answer,
+            ),
             sessions: Sessions {
                 key,
                 ttl: Duration::from_secs(cfg.token_ttl_secs),
@@ -196,7 +204,7 @@ impl AppState {
         }
     }
 
-    fn write_env<'a>(
+    pub(crate) fn write_env<'a>(
         &'a self,
         method: Method,
         visitor: Option<&'a Visitor>,
@@ -448,15 +456,28 @@ impl AppState {
     /// `Privacy` with `phone` and `_password`, `User` with `name`, `"id@": "Privacy/id"`). It runs
     /// without a login and without the `Access` role lists, as the reference's demo does; the
     /// structure is what keeps it in bounds.
+    /// The verification code (`verify`, type 1 of `/post/verify`) is checked first and spent
+    /// when the account is made.
     pub async fn register(&self, body: &[u8]) -> Json {
-        match self.register_inner(body).await {
-            Ok(v) => v,
+        let map = match parse_body(body) {
+            Ok(m) => m,
+            Err(e) => return self.failure(&e.into()),
+        };
+        let phone = match self.check_register_code(&map).await {
+            Ok(phone) => phone,
+            Err(e) => return crate::account::account_failure(&e),
+        };
+        match self.register_inner(map).await {
+            Ok(v) => {
+                self.forget_codes(crate::account::CodeType::Register, &phone)
+                    .await;
+                v
+            }
             Err(e) => self.failure(&e),
         }
     }
 
-    async fn register_inner(&self, body: &[u8]) -> Result<Json, ApiError> {
-        let mut map = parse_body(body)?;
+    async fn register_inner(&self, mut map: Map<String, Json>) -> Result<Json, ApiError> {
         map.insert("tag".into(), Json::String("register".into()));
         map.remove("verify");
         let snapshot = self.snapshot();

@@ -70,6 +70,11 @@ pub struct Config {
     pub instance_id: Option<u16>,
     /// Read-only database URLs for GET and HEAD; everything else goes to `db`.
     pub read_replicas: Vec<String>,
+    /// How long a verification code of `/post/verify` is valid, in seconds.
+    pub verify_code_ttl_secs: u64,
+    /// Whether `/post/verify` and `/gets/verify` answer the code (the demo's behaviour, for
+    /// tests and development; in production the code reaches the phone another way).
+    pub verify_code_in_answer: bool,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -107,6 +112,8 @@ pub struct Partial {
     procedures: Option<Vec<String>>,
     instance_id: Option<u16>,
     read_replicas: Option<Vec<String>>,
+    verify_code_ttl_secs: Option<u64>,
+    verify_code_in_answer: Option<bool>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -146,6 +153,8 @@ impl Default for Config {
             procedures: Vec::new(),
             instance_id: None,
             read_replicas: Vec::new(),
+            verify_code_ttl_secs: 60,
+            verify_code_in_answer: false,
         }
     }
 }
@@ -184,7 +193,9 @@ impl Config {
             login_limit_entries,
             raw_sql,
             procedures,
-            read_replicas
+            read_replicas,
+            verify_code_ttl_secs,
+            verify_code_in_answer
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -269,6 +280,8 @@ fn from_env() -> Result<Partial, String> {
         read_replicas: std::env::var("APIJET_READ_REPLICAS")
             .ok()
             .map(|v| v.split_whitespace().map(str::to_string).collect()),
+        verify_code_ttl_secs: var("APIJET_VERIFY_CODE_TTL_SECS")?,
+        verify_code_in_answer: var("APIJET_VERIFY_CODE_IN_ANSWER")?,
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')

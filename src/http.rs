@@ -34,7 +34,7 @@ fn json_response(v: &serde_json::Value) -> Response {
 
 /// Sends an answer. A streamed answer waits for its first chunk: an error before any data is
 /// still a normal error envelope; an error after it aborts the body.
-async fn send(state: &AppState, answer: Answer) -> Response {
+pub(crate) async fn send(state: &AppState, answer: Answer) -> Response {
     let mut rx = match answer {
         Answer::Json(v) => return json_response(&v),
         Answer::Counted(v, statements) => {
@@ -236,6 +236,12 @@ pub fn router(state: Shared, max_body: usize) -> Router {
         .route("/logout", post(logout))
         .route("/register", post(register))
         .route("/reload", post(reload))
+        .route("/post/verify", post(crate::account::routes::post_verify))
+        .route("/gets/verify", post(crate::account::routes::gets_verify))
+        .route("/heads/verify", post(crate::account::routes::heads_verify))
+        .route("/put/password", post(crate::account::routes::put_password))
+        .route("/put/balance", post(crate::account::routes::put_balance))
+        .route("/router/{method}/{tag}", post(crate::router::route))
         .route("/{method}", post(call))
         .route("/{method}/{tag}", post(call_tag).get(call_in_url))
         .layer(DefaultBodyLimit::max(max_body))

@@ -1,10 +1,12 @@
 //! apijet: an APIJSON server. See README.md.
 
+mod account;
 mod app;
 mod config;
 mod demo;
 mod http;
 mod login_limit;
+mod router;
 mod session;
 
 use clap::{Parser, Subcommand};

@@ -87,6 +87,9 @@ pub enum LoginError {
         .0.as_secs().max(1)
     )]
     TooManyAttempts(Duration),
+    /// A login by verification code failed.
+    #[error(transparent)]
+    Code(crate::account::AccountError),
     /// Any other failure.
     #[error(transparent)]
     Api(#[from] ApiError),
@@ -100,6 +103,7 @@ impl LoginError {
             LoginError::UnknownPhone(_) => 404,
             LoginError::WrongPassword => 412,
             LoginError::TooManyAttempts(_) => 429,
+            LoginError::Code(e) => e.code(),
             LoginError::Api(e) => e.code(),
         }
     }
@@ -135,6 +139,7 @@ impl AppState {
         let result = self.check_credentials(body).await;
         match &result {
             Ok(_) => limiter.succeeded(&phone),
+            // Wrong codes are counted where they are checked (crate::account).
             Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword) => {
                 limiter.failed(&phone, address, Instant::now());
             }
@@ -153,10 +158,20 @@ impl AppState {
             .get("password")
             .and_then(text)
             .ok_or_else(|| LoginError::Invalid("password is required".into()))?;
-        if req.get("type").and_then(Json::as_i64).unwrap_or(0) != 0 {
-            return Err(LoginError::Invalid(
-                "only password login (type 0) is supported".into(),
-            ));
+        // Type 1: `password` is a code of `/post/verify` type 0 (crate::account).
+        let by_code = match req.get("type").and_then(Json::as_i64).unwrap_or(0) {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(LoginError::Invalid(format!(
+                    "login type {other} does not exist: 0 password, 1 verification code"
+                )))
+            }
+        };
+        let defaults = req.get("defaults").filter(|d| !d.is_null()).cloned();
+        if let Some(d) = &defaults {
+            crate::account::check_defaults(d, &self.options)
+                .map_err(|e| LoginError::Invalid(e.to_string()))?;
         }
         let remember = req.get("remember").and_then(Json::as_bool).unwrap_or(false);
         let snapshot = self.snapshot();
@@ -179,9 +194,15 @@ impl AppState {
         let Some(row) = rows.first() else {
             return Err(LoginError::UnknownPhone(phone));
         };
-        let stored = row.get("_password").and_then(text).unwrap_or_default();
-        if !constant_time_eq(stored.as_bytes(), password.as_bytes()) {
-            return Err(LoginError::WrongPassword);
+        if by_code {
+            self.check_code(crate::account::CodeType::Login, &phone, &password, true)
+                .await
+                .map_err(LoginError::Code)?;
+        } else {
+            let stored = row.get("_password").and_then(text).unwrap_or_default();
+            if !constant_time_eq(stored.as_bytes(), password.as_bytes()) {
+                return Err(LoginError::WrongPassword);
+            }
         }
         let id = row
             .get("id")
@@ -229,6 +250,9 @@ impl AppState {
         out.insert("User".into(), Json::Object(user));
         out.insert("token".into(), json!(token));
         out.insert("remember".into(), json!(remember));
+        if let Some(d) = defaults {
+            out.insert("defaults".into(), d);
+        }
         Ok((apijet_response::success(out, false), token, ttl))
     }
 }

@@ -8,7 +8,15 @@ mod support;
 use serde_json::{json, Value};
 use support::{ada, code, demo_databases, post, Client, Engine, Server};
 
-const CONFIG: &str = "token_secret = \"hostile rules\"\n";
+const CONFIG: &str = "token_secret = \"hostile rules\"\nverify_code_in_answer = true\n";
+
+/// `body` with the verification code `/register` checks (type 1 of `/post/verify`).
+fn with_code(c: &mut support::Client, mut body: Value) -> Value {
+    let phone = body["Privacy"]["phone"].clone();
+    let r = post(c, "/post/verify", &json!({"type": 1, "phone": phone}));
+    body["verify"] = r["Verify"]["verify"].clone();
+    body
+}
 
 /// Ada's balance as her private read sees it.
 fn balance(c: &mut Client) -> String {
@@ -141,11 +149,13 @@ fn roles_cannot_be_widened_on_every_engine() {
             "Privacy": {"phone": "13900070001", "_password": "secret1"},
             "User": {"name": "Mallory", "contactIdList": [82001]}
         });
+        let forged = with_code(&mut anon, forged);
         let r = post(&mut anon, "/register", &forged);
         assert_refused(&r, 406, "contactIdList", &format!("{engine}: /register"));
         let plain = json!({
             "Privacy": {"phone": "13900070001", "_password": "secret1"},
-            "User": {"name": "Mallory"}
+            "User": {"name": "Mallory"},
+            "verify": forged["verify"]
         });
         let r = post(&mut anon, "/register", &plain);
         assert_eq!(code(&r), 200, "{engine}: {r}");
@@ -223,14 +233,14 @@ fn roles_cannot_be_widened_on_the_apijson_demo_database() {
 
         // The demo's /register cannot plant contacts.
         let mut anon = s.client();
-        let r = post(
+        let forged = with_code(
             &mut anon,
-            "/register",
-            &json!({
+            json!({
                 "Privacy": {"phone": "13900070793", "_password": "secret1"},
                 "User": {"name": "Mallory", "contactIdList": [70793]}
             }),
         );
+        let r = post(&mut anon, "/register", &forged);
         assert_refused(
             &r,
             406,

@@ -10,9 +10,11 @@
 //! | `apijson_privacy` | `Privacy` | 30   | phone, email, balance, passwords             |
 //! | `Moment`          | `Moment`  | 100  | posts, ids 1001–1100                         |
 //! | `Comment`         | `Comment` | 300  | comments and replies, ids 5001–5300          |
-//! | `Access`          |           | 7    | role policy per table and method             |
-//! | `Request`         |           | 16   | allowed shapes of private requests           |
+//! | `Access`          |           | 9    | role policy per table and method             |
+//! | `Request`         |           | 18   | allowed shapes of private requests           |
 //! | `Function`        |           | 6    | callable remote functions                    |
+//! | `Verify`          |           | 0    | verification codes of the account endpoints  |
+//! | `Document`        |           | 1    | `/router/{method}/{tag}` request templates   |
 //!
 //! Demo logins: phone `130000` + user id (e.g. `13000082001`), password `123456` for all.
 //!
@@ -31,7 +33,9 @@ mod tests;
 use apijet_core::Engine;
 
 use self::rng::Rng;
-use self::schema::{Table, ACCESS, COMMENT, FUNCTION, MOMENT, PRIVACY, REQUEST, TABLES, USER};
+use self::schema::{
+    Table, ACCESS, COMMENT, DOCUMENT, FUNCTION, MOMENT, PRIVACY, REQUEST, TABLES, USER, VERIFY,
+};
 
 /// The PRNG seed. Changing it changes every generated row (and the tests' expectations).
 const SEED: u64 = 0x00A9_1E70_DE30_2024;
@@ -68,5 +72,7 @@ fn dataset() -> Vec<(Table, Vec<Vec<sql::Lit>>)> {
         (ACCESS, system::access_rows()),
         (REQUEST, system::request_rows()),
         (FUNCTION, system::function_rows()),
+        (VERIFY, Vec::new()),
+        (DOCUMENT, system::document_rows()),
     ]
 }

@@ -296,5 +296,38 @@ pub const FUNCTION: Table = Table {
     unique: &[],
 };
 
+/// `Verify`: verification codes of the account endpoints (`/post/verify`), readable only by
+/// the server itself (its `Access` row gives no role anything).
+pub const VERIFY: Table = Table {
+    name: "Verify",
+    cols: &[
+        req("id", Ty::Id, Def::None),
+        req("type", Ty::TinyInt, Def::Int(0)),
+        req("phone", Ty::Varchar(20), Def::None),
+        req("verify", Ty::Varchar(32), Def::None),
+        req("date", Ty::DateTime, Def::Now),
+    ],
+    unique: &[],
+};
+
+/// `Document`: request templates of `/router/{method}/{tag}` (the `url` column), in the
+/// columns of the APIJSON demo's table that the router reads.
+pub const DOCUMENT: Table = Table {
+    name: "Document",
+    cols: &[
+        req("id", Ty::Id, Def::None),
+        req("debug", Ty::TinyInt, Def::Int(0)),
+        req("version", Ty::TinyInt, Def::Int(1)),
+        req("name", Ty::Varchar(100), Def::None),
+        req("url", Ty::Varchar(250), Def::None),
+        req("request", Ty::Varchar(1000), Def::None),
+        col("apijson", Ty::Varchar(1000)),
+        req("date", Ty::DateTime, Def::Now),
+    ],
+    unique: &[],
+};
+
 /// Every demo table, in creation order (there are no foreign keys, so any order works).
-pub const TABLES: [Table; 7] = [USER, PRIVACY, MOMENT, COMMENT, ACCESS, REQUEST, FUNCTION];
+pub const TABLES: [Table; 9] = [
+    USER, PRIVACY, MOMENT, COMMENT, ACCESS, REQUEST, FUNCTION, VERIFY, DOCUMENT,
+];

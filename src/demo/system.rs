@@ -26,7 +26,7 @@ type AccessRow = (
 );
 
 /// The `Access` rows.
-const ACCESS_ROWS: [AccessRow; 7] = [
+const ACCESS_ROWS: [AccessRow; 9] = [
     (
         "apijson_user",
         Some("User"),
@@ -114,6 +114,21 @@ const ACCESS_ROWS: [AccessRow; 7] = [
             ALL_ROLES, ALL_ROLES, LOGGED_IN, LOGGED_IN, NOBODY, NOBODY, NOBODY,
         ],
         "System table: readable only when the server runs in debug mode.",
+    ),
+    (
+        "Document",
+        None,
+        [
+            ALL_ROLES, ALL_ROLES, LOGGED_IN, LOGGED_IN, NOBODY, NOBODY, NOBODY,
+        ],
+        "System table: the templates of /router/{method}/{tag}.",
+    ),
+    (
+        "Verify",
+        None,
+        [NOBODY, NOBODY, NOBODY, NOBODY, NOBODY, NOBODY, NOBODY],
+        "Verification codes: only the account endpoints (/post/verify, /login type 1, \
+         /register, /put/password) use them.",
     ),
 ];
 
@@ -281,12 +296,46 @@ fn request_list() -> Vec<RequestRow> {
             "Top up your balance by more than 0 and at most 10000 at a time.",
         ),
         (
+            "GET",
+            "moments",
+            json!({}),
+            "/router/get/moments: the Document template's page of moments; any page.",
+        ),
+        (
+            "PUT",
+            "balance-",
+            json!({
+                "Privacy": {
+                    "MUST": "id,balance-,_password",
+                    "REFUSE": "!",
+                    "VERIFY": {"balance-&{}": ">0,<=10000"},
+                    "UPDATE": {"@role": "OWNER", "@combine": "_password"}
+                }
+            }),
+            "Withdraw at most 10000 at a time; the login password is checked in the WHERE.",
+        ),
+        (
             "PUT",
             "User",
             json!({"MUST": "id", "REFUSE": "date", "UPDATE": owner}),
             "Edit your own public profile.",
         ),
     ]
+}
+
+/// Rows of `Document`: the `/router` templates, in the column order of `schema::DOCUMENT`.
+pub fn document_rows() -> Vec<Vec<Lit>> {
+    let template = json!({"Moment[]": {"count": 3, "page": 0, "Moment": {"@order": "id+"}}});
+    vec![vec![
+        Lit::Int(1),
+        Lit::Int(0),
+        Lit::Int(1),
+        Lit::s("Moments, three a page"),
+        Lit::s("/get/moments"),
+        Lit::json(&json!({"Moment[].page": 0})),
+        Lit::json(&template),
+        Lit::s(CONFIG_DATE),
+    ]]
 }
 
 /// Rows of `Request`, in the column order of `schema::REQUEST`.

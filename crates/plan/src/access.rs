@@ -47,6 +47,9 @@ pub(crate) fn check(
         method: ctx.method,
     };
     let table = ctx.schema.table(api_name).ok_or_else(denied)?;
+    if crate::schema::SECRET_TABLES.contains(&table.api_name.as_str()) {
+        return Err(denied());
+    }
     if (table.system || table.debug_only) && !ctx.options.debug {
         return Err(denied());
     }

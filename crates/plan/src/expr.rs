@@ -4,154 +4,14 @@
 //! names must resolve to columns or aliases, functions must be on the allow-list, literals
 //! become bound values. Whatever does not parse is refused with the offending text.
 
+mod forms;
+mod tokens;
+
+use crate::functions::{self, contains_aggregate, FnKind};
 use crate::query::{ArithOp, CmpOp, Expr};
 use crate::{ExprLimits, PlanError};
-use apijet_core::Value;
-
-/// SQL functions a client may name (the reference's `SQL_FUNCTION_MAP`, narrowed to the ones
-/// every engine has or a dialect can spell).
-pub const FUNCTIONS: &[&str] = &[
-    "count",
-    "sum",
-    "max",
-    "min",
-    "avg",
-    "length",
-    "char_length",
-    "lower",
-    "upper",
-    "abs",
-    "round",
-    "floor",
-    "ceil",
-    "json_length",
-    "concat",
-    "substr",
-    "substring",
-    "trim",
-    "ltrim",
-    "rtrim",
-    "coalesce",
-    "ifnull",
-    "replace",
-    "now",
-    "year",
-    "month",
-    "day",
-    "date",
-    "sign",
-    "mod",
-    "greatest",
-    "least",
-    "nullif",
-];
-
-/// Finds the allow-listed spelling of a function name.
-pub fn function(name: &str) -> Option<&'static str> {
-    let lower = name.to_ascii_lowercase();
-    FUNCTIONS.iter().copied().find(|f| *f == lower)
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Tok {
-    Name(String),
-    Num(String),
-    Str(String),
-    LParen,
-    RParen,
-    Comma,
-    Star,
-    Arith(ArithOp),
-    Cmp(CmpOp),
-}
-
-pub(crate) fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b' ' => i += 1,
-            b'(' => {
-                out.push(Tok::LParen);
-                i += 1
-            }
-            b')' => {
-                out.push(Tok::RParen);
-                i += 1
-            }
-            b',' => {
-                out.push(Tok::Comma);
-                i += 1
-            }
-            b'*' => {
-                out.push(Tok::Star);
-                i += 1
-            }
-            b'+' => {
-                out.push(Tok::Arith(ArithOp::Add));
-                i += 1
-            }
-            b'-' => {
-                out.push(Tok::Arith(ArithOp::Sub));
-                i += 1
-            }
-            b'/' => {
-                out.push(Tok::Arith(ArithOp::Div));
-                i += 1
-            }
-            b'%' => {
-                out.push(Tok::Arith(ArithOp::Mod));
-                i += 1
-            }
-            b'=' => {
-                out.push(Tok::Cmp(CmpOp::Eq));
-                i += 1
-            }
-            b'!' if b.get(i + 1) == Some(&b'=') => {
-                out.push(Tok::Cmp(CmpOp::Ne));
-                i += 2
-            }
-            b'<' | b'>' => {
-                let (op, len) = match (c, b.get(i + 1)) {
-                    (b'<', Some(b'=')) => (CmpOp::Le, 2),
-                    (b'<', Some(b'>')) => (CmpOp::Ne, 2),
-                    (b'>', Some(b'=')) => (CmpOp::Ge, 2),
-                    (b'<', _) => (CmpOp::Lt, 1),
-                    _ => (CmpOp::Gt, 1),
-                };
-                out.push(Tok::Cmp(op));
-                i += len
-            }
-            b'\'' => {
-                let start = i + 1;
-                let end = s[start..]
-                    .find('\'')
-                    .ok_or_else(|| "unterminated string".to_string())?;
-                out.push(Tok::Str(s[start..start + end].to_string()));
-                i = start + end + 1
-            }
-            b'0'..=b'9' | b'.' => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
-                    i += 1
-                }
-                out.push(Tok::Num(s[start..i].to_string()))
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' || c == b'`' => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'`')
-                {
-                    i += 1
-                }
-                out.push(Tok::Name(s[start..i].replace('`', "")))
-            }
-            _ => return Err(format!("character '{}' is not allowed", c as char)),
-        }
-    }
-    Ok(out)
-}
+use apijet_core::{Engine, Value};
+pub(crate) use tokens::{tokenize, Tok, Token};
 
 /// How names inside an expression become expressions.
 pub(crate) trait Names {
@@ -180,16 +40,26 @@ pub(crate) fn excerpt(text: &str) -> &str {
     }
 }
 
-/// A recursive-descent parser whose recursion is bounded: every parenthesis, call and chained
-/// operator counts one level against `max_depth`, so the tree it builds (and every recursive
-/// walk over it later: rendering, cloning, dropping) is at most that deep.
+/// A recursive-descent parser whose recursion is bounded: every parenthesis, call, CASE,
+/// window and chained operator counts one level against `max_depth`, so the tree it builds
+/// (and every recursive walk over it later: rendering, cloning, dropping) is at most that deep.
+///
+/// Beside the expression it writes the item's text as the reference names an unaliased select
+/// item (columns back-quoted, unquoted literal arguments quoted): [`Parser::key_text`].
 pub(crate) struct Parser<'a, N: Names> {
-    toks: Vec<Tok>,
+    toks: Vec<Token>,
+    /// How each token reads in the reference's text; `None` = as written.
+    key: Vec<Option<String>>,
     pos: usize,
     names: &'a N,
     src: &'a str,
     depth: usize,
     max_depth: usize,
+    engine: Engine,
+}
+
+fn is_word(t: &Tok) -> bool {
+    matches!(t, Tok::Name(_) | Tok::Num(_) | Tok::Str(_))
 }
 
 impl<'a, N: Names> Parser<'a, N> {
@@ -198,12 +68,14 @@ impl<'a, N: Names> Parser<'a, N> {
         check_length(excerpt(src), src, limits.max_length)?;
         let toks = tokenize(src).map_err(|e| PlanError::Invalid(format!("'{src}': {e}")))?;
         Ok(Parser {
+            key: vec![None; toks.len()],
             toks,
             pos: 0,
             names,
             src,
             depth: 0,
             max_depth: limits.max_depth,
+            engine: limits.engine,
         })
     }
 
@@ -224,13 +96,40 @@ impl<'a, N: Names> Parser<'a, N> {
     }
 
     fn peek(&self) -> Option<&Tok> {
-        self.toks.get(self.pos)
+        self.toks.get(self.pos).map(|t| &t.tok)
+    }
+
+    fn peek_at(&self, n: usize) -> Option<&Tok> {
+        self.toks.get(self.pos + n).map(|t| &t.tok)
     }
 
     fn next(&mut self) -> Option<Tok> {
-        let t = self.toks.get(self.pos).cloned();
+        let t = self.toks.get(self.pos).map(|t| t.tok.clone());
         self.pos += 1;
         t
+    }
+
+    /// Whether the next token is the keyword `kw`.
+    fn at_keyword(&self, kw: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Name(n)) if n.eq_ignore_ascii_case(kw))
+    }
+
+    fn keyword(&mut self, kw: &str) -> Result<(), PlanError> {
+        if self.at_keyword(kw) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(&format!("{kw} is expected")))
+        }
+    }
+
+    fn expect(&mut self, tok: Tok, what: &str) -> Result<(), PlanError> {
+        if self.peek() == Some(&tok) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.err(&format!("'{what}' is missing")))
+        }
     }
 
     pub(crate) fn at_end(&self) -> bool {
@@ -248,6 +147,45 @@ impl<'a, N: Names> Parser<'a, N> {
         match self.next() {
             Some(Tok::Cmp(op)) => Ok(op),
             _ => Err(self.err("a comparison is expected")),
+        }
+    }
+
+    /// The text the reference gives an unaliased select item: the client's text with columns
+    /// back-quoted, unquoted literal arguments quoted, and no spaces but between words.
+    pub(crate) fn key_text(&self) -> String {
+        let mut out = String::with_capacity(self.src.len() + 8);
+        let mut prev: Option<&Token> = None;
+        for (t, key) in self.toks.iter().zip(&self.key) {
+            let text = key.as_deref().unwrap_or(&self.src[t.start..t.end]);
+            if text.is_empty() {
+                continue;
+            }
+            if let Some(p) = prev {
+                let spaced = p.end < t.start;
+                if spaced && (is_word(&p.tok) || matches!(p.tok, Tok::RParen)) && is_word(&t.tok)
+                    || spaced && is_word(&p.tok) && matches!(t.tok, Tok::LParen)
+                {
+                    out.push(' ');
+                }
+            }
+            out.push_str(text);
+            prev = Some(t);
+        }
+        out
+    }
+
+    /// An expression, optionally compared with another (`(toId)%3=0`, a CASE condition).
+    pub(crate) fn comparison(&mut self) -> Result<Expr, PlanError> {
+        let lhs = self.expr()?;
+        match self.peek_cmp() {
+            Some(op) => {
+                self.pos += 1;
+                self.descend()?;
+                let rhs = self.expr()?;
+                self.depth -= 1;
+                Ok(Expr::Compare(Box::new(lhs), op, Box::new(rhs)))
+            }
+            None => Ok(lhs),
         }
     }
 
@@ -337,6 +275,7 @@ impl<'a, N: Names> Parser<'a, N> {
     }
 
     fn primary(&mut self) -> Result<Expr, PlanError> {
+        let at = self.pos;
         match self.next() {
             Some(Tok::Num(n)) => Ok(Expr::Value(number(&n).ok_or_else(|| self.err(&n))?)),
             Some(Tok::Arith(ArithOp::Sub)) => match self.next() {
@@ -356,57 +295,215 @@ impl<'a, N: Names> Parser<'a, N> {
                 }
             }
             Some(Tok::Name(name)) => {
-                if self.peek() == Some(&Tok::LParen) {
+                let quoted = self.src.as_bytes().get(self.toks[at].start) == Some(&b'`');
+                if !quoted && self.peek() == Some(&Tok::LParen) {
                     self.pos += 1;
                     self.descend()?;
                     let call = self.call(&name);
                     self.depth -= 1;
                     call
+                } else if !quoted && name.eq_ignore_ascii_case("case") {
+                    self.descend()?;
+                    let case = self.case();
+                    self.depth -= 1;
+                    case
+                } else if !quoted && name.eq_ignore_ascii_case("null") {
+                    Ok(Expr::Value(Value::Null))
                 } else {
-                    self.names.resolve(&name)
+                    let e = self.names.resolve(&name)?;
+                    if matches!(e, Expr::Column { .. }) {
+                        self.key[at] = Some(format!("`{name}`"));
+                    }
+                    Ok(e)
                 }
             }
             _ => Err(self.err("a value, column or function is expected")),
         }
     }
 
+    /// The index of the token that ends the argument starting at `from`: the next `,` or `)`
+    /// outside parentheses (or the end of the text).
+    fn arg_end(&self, from: usize) -> usize {
+        let mut depth = 0usize;
+        for (i, t) in self.toks.iter().enumerate().skip(from) {
+            match t.tok {
+                Tok::LParen => depth += 1,
+                Tok::RParen if depth == 0 => return i,
+                Tok::RParen => depth -= 1,
+                Tok::Comma if depth == 0 => return i,
+                _ => {}
+            }
+        }
+        self.toks.len()
+    }
+
+    /// One function argument. As in the reference, an argument that is neither a column, a
+    /// number, a quoted string nor an expression of those is an unquoted text literal
+    /// (`date_format(date,%Y-%m-%d)`), bound like any other value.
+    fn arg(&mut self) -> Result<Expr, PlanError> {
+        let start = self.pos;
+        let end = self.arg_end(start);
+        if start == end {
+            return Err(self.err("an argument is missing"));
+        }
+        let depth = self.depth;
+        match self.comparison() {
+            Ok(e) if self.pos == end => return Ok(e),
+            Ok(_) => {}
+            Err(e @ (PlanError::Invalid(_) | PlanError::UnknownColumn { .. })) => {
+                // A lone name is a column, as in the reference: an unknown one is refused.
+                if end == start + 1 && matches!(self.toks[start].tok, Tok::Name(_)) {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.depth = depth;
+        self.pos = end;
+        let text = &self.src[self.toks[start].start..self.toks[end - 1].end];
+        if text.split('.').all(apijet_request::is_name) {
+            return Err(PlanError::Invalid(format!(
+                "'{}': '{text}' names a column of another table; only this table's columns \
+                 may be named",
+                self.src
+            )));
+        }
+        if text.contains('\'') {
+            return Err(self.err(&format!("'{text}' mixes quoted and unquoted text")));
+        }
+        self.key[start] = Some(format!("'{text}'"));
+        for k in &mut self.key[start + 1..end] {
+            *k = Some(String::new());
+        }
+        Ok(Expr::Value(Value::Text(text.to_string())))
+    }
+
+    fn refuse_on_engine(&self, name: &str) -> PlanError {
+        PlanError::Invalid(format!(
+            "function {name} cannot be expressed on {}: the engine has no equivalent",
+            functions::engine_name(self.engine)
+        ))
+    }
+
     fn call(&mut self, name: &str) -> Result<Expr, PlanError> {
-        let f = function(name).ok_or_else(|| PlanError::UnknownFunction(name.to_string()))?;
+        let f =
+            functions::lookup(name).ok_or_else(|| PlanError::UnknownFunction(name.to_string()))?;
+        if !f.engines.has(self.engine) {
+            return Err(self.refuse_on_engine(f.name));
+        }
+        match f.name {
+            "cast" | "convert" => return self.cast(f.name),
+            "date_add" | "date_sub" | "adddate" | "subdate" => return self.date_add(f.name),
+            "match" => return self.full_text(),
+            _ => {}
+        }
         let mut args = Vec::new();
         let mut distinct = false;
+        if self.at_keyword("distinct") {
+            if f.kind != FnKind::Aggregate {
+                return Err(self.err(&format!(
+                    "DISTINCT is only allowed in an aggregate, not in {}",
+                    f.name
+                )));
+            }
+            distinct = true;
+            self.pos += 1;
+        }
         if self.peek() == Some(&Tok::RParen) {
             self.pos += 1;
-            return Ok(Expr::Func {
-                name: f,
+        } else {
+            loop {
+                if self.peek() == Some(&Tok::Star)
+                    && matches!(self.peek_at(1), Some(Tok::RParen))
+                    && f.name == "count"
+                {
+                    self.pos += 1;
+                    args.push(Expr::Star);
+                } else {
+                    args.push(self.arg()?);
+                }
+                match self.next() {
+                    Some(Tok::Comma) => continue,
+                    Some(Tok::RParen) => break,
+                    _ => return Err(self.err("')' is missing")),
+                }
+            }
+        }
+        if args.len() < f.min_args || args.len() > f.max_args {
+            return Err(self.err(&format!(
+                "{} takes {} argument(s), not {}",
+                f.name,
+                if f.min_args == f.max_args {
+                    f.min_args.to_string()
+                } else if f.max_args >= 64 {
+                    format!("at least {}", f.min_args)
+                } else {
+                    format!("{} to {}", f.min_args, f.max_args)
+                },
+                args.len()
+            )));
+        }
+        if f.kind == FnKind::Aggregate && args.iter().any(contains_aggregate) {
+            return Err(self.err("an aggregate cannot contain another aggregate"));
+        }
+        if matches!(f.name, "date_format" | "time_format") && self.engine == Engine::Postgres {
+            match &args[1] {
+                Expr::Value(Value::Text(fmt)) if date_format_supported(fmt) => {}
+                _ => {
+                    return Err(PlanError::Invalid(format!(
+                        "{}: on PostgreSQL the format must be a literal made of {}",
+                        f.name, DATE_FORMAT_SPECIFIERS
+                    )))
+                }
+            }
+        }
+        let call = if f.name == "isnull" {
+            Expr::IsNull(Box::new(args.remove(0)))
+        } else {
+            Expr::Func {
+                name: f.name,
                 args,
                 distinct,
-            });
-        }
-        if let Some(Tok::Name(n)) = self.peek() {
-            if n.eq_ignore_ascii_case("distinct") {
-                distinct = true;
-                self.pos += 1;
             }
-        }
-        loop {
-            if self.peek() == Some(&Tok::Star) {
-                self.pos += 1;
-                args.push(Expr::Star);
-            } else {
-                args.push(self.expr()?);
+        };
+        if self.at_keyword("over") && matches!(self.peek_at(1), Some(Tok::LParen)) {
+            if f.kind == FnKind::Scalar {
+                return Err(self.err(&format!(
+                    "{} is not an aggregate or window function",
+                    f.name
+                )));
             }
-            match self.next() {
-                Some(Tok::Comma) => continue,
-                Some(Tok::RParen) => break,
-                _ => return Err(self.err("')' is missing")),
-            }
+            self.pos += 2;
+            return self.window(call);
         }
-        Ok(Expr::Func {
-            name: f,
-            args,
-            distinct,
-        })
+        if f.kind == FnKind::Window {
+            return Err(self.err(&format!(
+                "{}() needs OVER(PARTITION BY … ORDER BY …)",
+                f.name
+            )));
+        }
+        Ok(call)
     }
+}
+
+/// The MySQL `date_format` specifiers every engine can spell.
+pub const DATE_FORMAT_SPECIFIERS: &str = "%Y %y %m %c %d %e %H %k %h %I %i %s %S %T %j %p %%";
+
+/// Whether every `%` specifier of a MySQL date format is one PostgreSQL can spell.
+fn date_format_supported(fmt: &str) -> bool {
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some(
+                    'Y' | 'y' | 'm' | 'c' | 'd' | 'e' | 'H' | 'k' | 'h' | 'I' | 'i' | 's' | 'S'
+                    | 'T' | 'j' | 'p' | '%',
+                ) => {}
+                _ => return false,
+            }
+        }
+    }
+    true
 }
 
 /// Parses an integer or decimal literal.

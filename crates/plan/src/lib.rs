@@ -12,6 +12,7 @@ pub mod array;
 mod combine;
 mod condition;
 mod expr;
+pub mod functions;
 pub mod keywords;
 mod preds;
 pub mod procedure;
@@ -78,6 +79,9 @@ pub struct ExprLimits {
     pub max_pattern_length: usize,
     /// Most items in one value list (`k{}: […]`, `k<>`, LIKE and regex lists).
     pub max_list_items: usize,
+    /// The engine the expressions will run on: a function it cannot express is refused while
+    /// planning, by name, instead of failing in the database.
+    pub engine: apijet_core::Engine,
 }
 
 impl Default for ExprLimits {
@@ -87,6 +91,7 @@ impl Default for ExprLimits {
             max_depth: 32,
             max_pattern_length: 256,
             max_list_items: 1000,
+            engine: apijet_core::Engine::Sqlite,
         }
     }
 }

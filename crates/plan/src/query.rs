@@ -75,6 +75,48 @@ pub enum Expr {
     Raw(std::sync::Arc<str>),
     /// `CAST(expr AS type)` with a type from the allow-list.
     Cast(Box<Expr>, CastType),
+    /// `lhs op rhs` as a value (a comparison suffix on a select item, a CASE condition).
+    Compare(Box<Expr>, CmpOp, Box<Expr>),
+    /// `expr IS NULL` as a value (`isnull(x)`).
+    IsNull(Box<Expr>),
+    /// `CASE [operand] WHEN … THEN … [ELSE …] END`.
+    Case {
+        /// The simple CASE's operand.
+        operand: Option<Box<Expr>>,
+        /// `(WHEN, THEN)` pairs.
+        whens: Vec<(Expr, Expr)>,
+        /// ELSE.
+        otherwise: Option<Box<Expr>>,
+    },
+    /// An aggregate or window function `OVER (PARTITION BY … ORDER BY …)`.
+    Window {
+        /// The function call.
+        func: Box<Expr>,
+        /// PARTITION BY.
+        partition: Vec<Expr>,
+        /// ORDER BY inside the window.
+        order: Vec<OrderItem>,
+    },
+    /// `date_add(base, INTERVAL amount unit)` (negated amount for `date_sub`).
+    DateAdd {
+        /// The date or timestamp.
+        base: Box<Expr>,
+        /// How many units.
+        amount: Box<Expr>,
+        /// The unit.
+        unit: IntervalUnit,
+        /// `date_sub` / `subdate`.
+        subtract: bool,
+    },
+    /// Full-text relevance: `match(columns) AGAINST (query [IN BOOLEAN MODE])`.
+    Match {
+        /// The columns searched.
+        columns: Vec<Expr>,
+        /// The bound search text.
+        query: Value,
+        /// `IN BOOLEAN MODE`.
+        boolean: bool,
+    },
     /// `row_number() OVER (PARTITION BY … ORDER BY …)`: pages of many parents in one query.
     RowNumber {
         /// PARTITION BY.
@@ -97,6 +139,58 @@ pub enum ArithOp {
     Div,
     /// `%`
     Mod,
+}
+
+/// Units of `INTERVAL n unit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntervalUnit {
+    /// SECOND
+    Second,
+    /// MINUTE
+    Minute,
+    /// HOUR
+    Hour,
+    /// DAY
+    Day,
+    /// WEEK
+    Week,
+    /// MONTH
+    Month,
+    /// QUARTER
+    Quarter,
+    /// YEAR
+    Year,
+}
+
+impl IntervalUnit {
+    /// The unit named `name` (any letter case).
+    pub fn parse(name: &str) -> Option<IntervalUnit> {
+        Some(match name.to_ascii_uppercase().as_str() {
+            "SECOND" => IntervalUnit::Second,
+            "MINUTE" => IntervalUnit::Minute,
+            "HOUR" => IntervalUnit::Hour,
+            "DAY" => IntervalUnit::Day,
+            "WEEK" => IntervalUnit::Week,
+            "MONTH" => IntervalUnit::Month,
+            "QUARTER" => IntervalUnit::Quarter,
+            "YEAR" => IntervalUnit::Year,
+            _ => return None,
+        })
+    }
+
+    /// The MySQL keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            IntervalUnit::Second => "SECOND",
+            IntervalUnit::Minute => "MINUTE",
+            IntervalUnit::Hour => "HOUR",
+            IntervalUnit::Day => "DAY",
+            IntervalUnit::Week => "WEEK",
+            IntervalUnit::Month => "MONTH",
+            IntervalUnit::Quarter => "QUARTER",
+            IntervalUnit::Year => "YEAR",
+        }
+    }
 }
 
 /// Types allowed in `@cast`.

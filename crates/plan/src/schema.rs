@@ -98,6 +98,10 @@ pub struct SchemaCache {
     pub warnings: Vec<String>,
 }
 
+/// Tables holding secrets only the server reads (verification codes): never reachable through
+/// the API, not even in debug mode.
+pub const SECRET_TABLES: [&str; 1] = ["Verify"];
+
 /// Tables whose contents configure the server and so are hidden outside debug mode.
 pub const SYSTEM_TABLES: [&str; 5] = ["Access", "Request", "Function", "Script", "Document"];
 

@@ -1,9 +1,12 @@
 //! `@column`, `@order`, `@group`, `@having`, `@key` and `@cast` (protocol §4.3).
 
-use crate::expr::{Names, Parser};
+use crate::expr::{check_length, Names, Parser};
+use crate::functions::{contains_aggregate, contains_window};
 use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
 use crate::schema::{ColumnKind, Table};
+use crate::Combine;
 use crate::{ExprLimits, PlanError};
+use apijet_core::Engine;
 use apijet_request::is_name;
 use std::collections::HashMap;
 
@@ -72,13 +75,9 @@ pub(crate) struct ColumnList {
     pub distinct: bool,
 }
 
-fn is_aggregate(e: &Expr) -> bool {
-    matches!(e, Expr::Func { name, .. } if matches!(*name, "count" | "sum" | "max" | "min" | "avg"))
-}
-
 /// Whether any select item aggregates (then a missing row still yields one row).
 pub(crate) fn has_aggregate(items: &[SelectItem]) -> bool {
-    items.iter().any(|i| is_aggregate(&i.expr))
+    items.iter().any(|i| contains_aggregate(&i.expr))
 }
 
 fn bad_column(item: &str) -> PlanError {
@@ -108,15 +107,21 @@ fn split_top(text: &str, sep: char) -> Vec<&str> {
     out
 }
 
+fn starts_with_case(text: &str) -> bool {
+    text.get(..5)
+        .is_some_and(|t| t.eq_ignore_ascii_case("CASE "))
+}
+
 /// Splits `expr:alias` at the last top-level colon.
 fn split_alias(item: &str) -> (&str, Option<&str>) {
-    let mut depth = 0;
+    let (mut depth, mut quoted) = (0, false);
     let mut at = None;
     for (i, c) in item.char_indices() {
         match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ':' if depth == 0 => at = Some(i),
+            '\'' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            ':' if depth == 0 && !quoted => at = Some(i),
             _ => {}
         }
     }
@@ -124,6 +129,20 @@ fn split_alias(item: &str) -> (&str, Option<&str>) {
         Some(i) => (&item[..i], Some(&item[i + 1..])),
         None => (item, None),
     }
+}
+
+/// PostgreSQL cuts output names at 63 bytes; a longer reference-style name would come back
+/// cut, so it needs an alias there.
+const POSTGRES_NAME_BYTES: usize = 63;
+
+fn output_name(key: String, engine: Engine) -> Result<String, PlanError> {
+    if engine == Engine::Postgres && key.len() > POSTGRES_NAME_BYTES {
+        return Err(PlanError::Invalid(format!(
+            "@column: '{key}' is longer than the {POSTGRES_NAME_BYTES} bytes PostgreSQL allows \
+             for a column name; give it an alias: expression:alias"
+        )));
+    }
+    Ok(key)
 }
 
 /// Parses `@column`.
@@ -135,7 +154,7 @@ pub(crate) fn columns(text: &str, names: &TableNames<'_>) -> Result<ColumnList, 
         if segment.is_empty() {
             continue;
         }
-        let pieces = if segment.contains('(') {
+        let pieces = if segment.contains('(') || starts_with_case(segment) {
             vec![segment]
         } else {
             split_top(segment, ',')
@@ -165,7 +184,7 @@ pub(crate) fn columns(text: &str, names: &TableNames<'_>) -> Result<ColumnList, 
                 });
                 continue;
             }
-            if !expr_text.contains('(') {
+            if !expr_text.contains('(') && !starts_with_case(expr_text) {
                 return Err(bad_column(item));
             }
             if expr_text.len() > 100 {
@@ -174,13 +193,17 @@ pub(crate) fn columns(text: &str, names: &TableNames<'_>) -> Result<ColumnList, 
                 )));
             }
             let mut p = Parser::new(expr_text, names)?;
-            let expr = p.expr()?;
+            let expr = p.comparison()?;
             if !p.at_end() {
                 return Err(bad_column(item));
             }
+            let alias = match alias {
+                Some(a) => a.to_string(),
+                None => output_name(p.key_text(), names.limits.engine)?,
+            };
             items.push(SelectItem {
                 expr,
-                alias: Ident::new(alias.unwrap_or(expr_text)),
+                alias: Ident::new(alias),
             });
         }
     }
@@ -211,10 +234,12 @@ pub(crate) fn order(text: &str, names: &TableNames<'_>) -> Result<Vec<OrderItem>
         } else {
             (item, Direction::Default)
         };
+        // The reference refuses function items here (REF-N15): name them in @column with an
+        // alias and order by the alias.
         if !is_name(name) {
             return Err(PlanError::Invalid(format!(
-                "@order: '{item}' is not valid; each item must be rand() or a column name \
-                 optionally followed by + or -"
+                "@order: '{item}' is not valid; each item must be rand() or a column name or \
+                 @column alias optionally followed by + or -"
             )));
         }
         out.push(OrderItem::By(names.resolve(name)?, dir));
@@ -238,35 +263,106 @@ pub(crate) fn group(text: &str, names: &TableNames<'_>) -> Result<Vec<Expr>, Pla
 }
 
 /// Parses `@having` (items OR-ed) or `@having&` (AND-ed); every item needs a function call
-/// or a parenthesised name, as the reference requires since 5.0.
+/// or a parenthesised name, as the reference requires since 5.0. The object form
+/// (`{"a":"(toId)>0","b":"(avgId)<=100000","@combine":"a | !b"}`, as JSON text) combines its
+/// items by its own `@combine` (all AND-ed without one).
 pub(crate) fn having(text: &str, and: bool, names: &TableNames<'_>) -> Result<Pred, PlanError> {
+    if text.trim_start().starts_with('{') {
+        return having_object(text, names);
+    }
     let mut preds = Vec::new();
     for item in text.split(';') {
         let item = item.trim();
         if item.is_empty() {
             continue;
         }
-        if !item.contains('(') {
-            return Err(PlanError::Invalid(format!(
-                "@having: '{item}' contains no SQL function; write fun(col)>0 or (alias)>0"
-            )));
-        }
-        let mut p = Parser::new(item, names)?;
-        let l = p.expr()?;
-        let op = p.take_cmp()?;
-        let r = p.expr()?;
-        if !p.at_end() {
-            return Err(PlanError::Invalid(format!(
-                "@having: '{item}' is not valid"
-            )));
-        }
-        preds.push(Pred::Cmp(l, op, r));
+        preds.push(having_item(item, names)?);
     }
     Ok(if and {
         Pred::And(preds)
     } else {
         Pred::Or(preds)
     })
+}
+
+fn having_item(item: &str, names: &TableNames<'_>) -> Result<Pred, PlanError> {
+    if !item.contains('(') {
+        return Err(PlanError::Invalid(format!(
+            "@having: '{item}' contains no SQL function; write fun(col)>0 or (alias)>0"
+        )));
+    }
+    let mut p = Parser::new(item, names)?;
+    let l = p.expr()?;
+    let op = p.take_cmp()?;
+    let r = p.expr()?;
+    if !p.at_end() {
+        return Err(PlanError::Invalid(format!(
+            "@having: '{item}' is not valid"
+        )));
+    }
+    if contains_window(&l) || contains_window(&r) {
+        return Err(PlanError::Invalid(format!(
+            "@having: '{item}': a window function (OVER) cannot be used in HAVING"
+        )));
+    }
+    Ok(Pred::Cmp(l, op, r))
+}
+
+fn having_object(text: &str, names: &TableNames<'_>) -> Result<Pred, PlanError> {
+    check_length("@having", text, names.limits.max_length)?;
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+        .map_err(|_| PlanError::Invalid("@having: the object form must be an object".into()))?;
+    let mut items: HashMap<&str, Pred> = HashMap::new();
+    let mut order = Vec::new();
+    let mut combine = None;
+    for (key, value) in &map {
+        let serde_json::Value::String(v) = value else {
+            return Err(PlanError::WrongType(format!(
+                "@having: {{\"{key}\": …}} must be a string like \"fun(col)>0\""
+            )));
+        };
+        if key == "@combine" {
+            combine = Some(crate::combine::parse(v, names.limits.max_depth)?);
+        } else if key.starts_with('@') {
+            return Err(PlanError::Invalid(format!(
+                "@having: key {key} is not allowed; the object form takes names and @combine"
+            )));
+        } else {
+            items.insert(key, having_item(v.trim(), names)?);
+            order.push(key.as_str());
+        }
+    }
+    let Some(combine) = combine else {
+        return Ok(Pred::And(
+            order.iter().filter_map(|k| items.remove(k)).collect(),
+        ));
+    };
+    let mentioned = combine.keys();
+    if let Some(k) = mentioned.iter().find(|k| !items.contains_key(**k)) {
+        return Err(PlanError::Invalid(format!(
+            "@having: @combine names {k}, which the @having object does not have"
+        )));
+    }
+    let mut rest: Vec<Pred> = order
+        .iter()
+        .filter(|k| !mentioned.contains(k))
+        .filter_map(|k| items.get(k).cloned())
+        .collect();
+    rest.push(combined(&combine, &items));
+    Ok(Pred::And(rest))
+}
+
+/// The predicate of a `@combine` tree (its depth is bounded by `combine::parse`).
+fn combined(c: &Combine, items: &HashMap<&str, Pred>) -> Pred {
+    match c {
+        Combine::Key(k) => items
+            .get(k.as_str())
+            .cloned()
+            .unwrap_or(Pred::And(Vec::new())),
+        Combine::Not(inner) => Pred::Not(Box::new(combined(inner, items))),
+        Combine::And(cs) => Pred::And(cs.iter().map(|c| combined(c, items)).collect()),
+        Combine::Or(cs) => Pred::Or(cs.iter().map(|c| combined(c, items)).collect()),
+    }
 }
 
 /// Parses `@key`: `"alias:expr;alias2:(col)"`.
@@ -295,20 +391,30 @@ pub(crate) fn casts(text: &str) -> Result<HashMap<String, CastType>, PlanError> 
                 "@cast: '{item}' must be key:TYPE"
             )));
         };
-        let t = match ty.trim().to_ascii_uppercase().as_str() {
-            "DATE" => CastType::Date,
-            "DATETIME" | "TIMESTAMP" => CastType::Timestamp,
-            "TIME" => CastType::Time,
-            "SIGNED" | "INTEGER" | "INT" | "BIGINT" => CastType::Integer,
-            "DECIMAL" | "NUMERIC" => CastType::Decimal,
-            "CHAR" | "VARCHAR" | "TEXT" => CastType::Text,
-            other => {
-                return Err(PlanError::WrongType(format!(
-                    "@cast: type {other} is not supported"
-                )))
-            }
-        };
+        let t = cast_type(ty.trim()).ok_or_else(|| {
+            PlanError::WrongType(format!(
+                "@cast: type {} is not supported; use {CAST_TYPES}",
+                ty.trim()
+            ))
+        })?;
         out.insert(key.trim().to_string(), t);
     }
     Ok(out)
+}
+
+/// The type names `@cast` and `cast(x AS type)` accept.
+pub(crate) const CAST_TYPES: &str =
+    "DATE, DATETIME, TIMESTAMP, TIME, SIGNED, UNSIGNED, INTEGER, DECIMAL, CHAR, VARCHAR or TEXT";
+
+/// The cast type named `name` (any letter case).
+pub(crate) fn cast_type(name: &str) -> Option<CastType> {
+    Some(match name.to_ascii_uppercase().as_str() {
+        "DATE" => CastType::Date,
+        "DATETIME" | "TIMESTAMP" => CastType::Timestamp,
+        "TIME" => CastType::Time,
+        "SIGNED" | "UNSIGNED" | "INTEGER" | "INT" | "BIGINT" => CastType::Integer,
+        "DECIMAL" | "NUMERIC" => CastType::Decimal,
+        "CHAR" | "VARCHAR" | "TEXT" => CastType::Text,
+        _ => return None,
+    })
 }

@@ -1,6 +1,6 @@
 //! What differs between SQLite, PostgreSQL and MySQL/MariaDB.
 
-use apijet_core::Engine;
+use apijet_core::{Engine, Value};
 use apijet_plan::query::CastType;
 use apijet_plan::schema::ColumnKind;
 
@@ -51,9 +51,35 @@ pub trait Dialect: Send + Sync {
         "random()"
     }
 
-    /// The spelling of an allow-listed function (e.g. `ifnull` on PostgreSQL).
-    fn function<'a>(&self, name: &'a str) -> &'a str {
-        name
+    /// The engine (function calls are spelled per engine in `calls`).
+    fn engine(&self) -> Engine;
+
+    /// Writes the placeholder for bind number `n` where the engine cannot infer its type
+    /// from the context (a function argument): PostgreSQL needs the literal's type.
+    fn typed_placeholder(&self, n: usize, value: &Value, out: &mut String) {
+        let _ = value;
+        self.placeholder(n, out);
+    }
+
+    /// A comparison selected as a value: MySQL answers 1 or 0, as SQLite does.
+    fn truth_value(&self, cond: &str, out: &mut String) {
+        out.push_str(cond);
+    }
+
+    /// The engine refuses a selected column that is neither grouped nor aggregated.
+    fn groups_strictly(&self) -> bool {
+        false
+    }
+
+    /// The engine needs a GROUP BY for a HAVING that aggregates.
+    fn having_needs_group(&self) -> bool {
+        false
+    }
+
+    /// A MySQL date format in the engine's spelling, where it differs.
+    fn date_format(&self, fmt: &str) -> Option<String> {
+        let _ = fmt;
+        None
     }
 
     /// The type name in `CAST(x AS type)`.
@@ -126,6 +152,14 @@ fn quote_with(ident: &str, q: char, out: &mut String) {
 }
 
 impl Dialect for Sqlite {
+    fn engine(&self) -> Engine {
+        Engine::Sqlite
+    }
+
+    fn having_needs_group(&self) -> bool {
+        true
+    }
+
     fn quote(&self, ident: &str, out: &mut String) {
         double_quote(ident, out)
     }
@@ -245,12 +279,34 @@ impl Dialect for Postgres {
         }
     }
 
-    fn function<'a>(&self, name: &'a str) -> &'a str {
-        match name {
-            "ifnull" => "coalesce",
-            "json_length" => "jsonb_array_length",
-            other => other,
-        }
+    fn engine(&self) -> Engine {
+        Engine::Postgres
+    }
+
+    fn typed_placeholder(&self, n: usize, value: &Value, out: &mut String) {
+        self.placeholder(n, out);
+        out.push_str(match value {
+            Value::Null => "",
+            Value::Bool(_) => "::boolean",
+            Value::Int(i) if i32::try_from(*i).is_ok() => "::int4",
+            Value::Int(_) => "::int8",
+            Value::Float(_) => "::float8",
+            Value::Text(_) => "::text",
+        });
+    }
+
+    fn date_format(&self, fmt: &str) -> Option<String> {
+        Some(crate::calls::postgres_date_format(fmt))
+    }
+
+    fn groups_strictly(&self) -> bool {
+        true
+    }
+
+    fn truth_value(&self, cond: &str, out: &mut String) {
+        out.push_str("CAST(");
+        out.push_str(cond);
+        out.push_str(" AS integer)");
     }
 
     fn cast_type(&self, t: CastType) -> &'static str {
@@ -266,6 +322,10 @@ impl Dialect for Postgres {
 }
 
 impl Dialect for MySql {
+    fn engine(&self) -> Engine {
+        Engine::MySql
+    }
+
     fn quote(&self, ident: &str, out: &mut String) {
         quote_with(ident, '`', out);
     }

@@ -8,6 +8,7 @@
 
 #![deny(missing_docs)]
 
+mod calls;
 mod dialect;
 mod render;
 

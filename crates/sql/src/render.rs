@@ -1,8 +1,10 @@
 //! The shared walk over a planned SELECT.
 
+use crate::calls::{write_date_add, write_match};
 use crate::dialect::Dialect;
 use crate::Statement;
 use apijet_core::Value;
+use apijet_plan::functions::{contains_aggregate, contains_window};
 use apijet_plan::query::{
     ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
     Select, Source, Update,
@@ -131,6 +133,8 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
     }
 }
 
+mod exprs;
+
 struct Writer<'a> {
     d: &'a dyn Dialect,
     binds: Vec<Value>,
@@ -147,11 +151,45 @@ impl Writer<'_> {
         if s.distinct {
             out.push_str("DISTINCT ");
         }
+        // MySQL reads a HAVING without GROUP BY over rows that aggregate nothing as a second
+        // WHERE; SQLite and PostgreSQL would make the query an aggregate. Writing it as WHERE
+        // gives the same rows on every engine.
+        let column_aggregates = s.columns.iter().any(|c| contains_aggregate(&c.expr));
+        let having_as_filter = match &s.having {
+            Some(h) if s.group.is_empty() && !column_aggregates && !pred_aggregates(h) => Some(h),
+            _ => None,
+        };
+        let aggregate_query = !s.group.is_empty()
+            || column_aggregates
+            || (s.having.is_some() && having_as_filter.is_none());
+        // MySQL answers a column that is neither grouped nor aggregated with the value of the
+        // group's first row; PostgreSQL refuses such a query, so it is asked for that value.
+        let first_of_group = |e: &Expr| {
+            aggregate_query
+                && self.d.groups_strictly()
+                && !matches!(e, Expr::Value(_) | Expr::Alias(_) | Expr::Star)
+                && !contains_aggregate(e)
+                && !contains_window(e)
+                && !s.group.contains(e)
+        };
         for (i, item) in s.columns.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
-            self.expr(&item.expr, out);
+            let wrap = first_of_group(&item.expr);
+            if wrap {
+                out.push_str("(array_agg(");
+            }
+            if matches!(item.expr, Expr::Compare(..) | Expr::IsNull(_)) {
+                let mut b = String::new();
+                self.expr(&item.expr, &mut b);
+                self.d.truth_value(&b, out);
+            } else {
+                self.expr(&item.expr, out);
+            }
+            if wrap {
+                out.push_str("))[1]");
+            }
             out.push_str(" AS ");
             self.d.quote(item.alias.as_str(), out);
         }
@@ -162,11 +200,31 @@ impl Writer<'_> {
         for j in &s.joins {
             self.join(j, out);
         }
-        if let Some(f) = &s.filter {
-            if !matches!(f, Pred::And(v) if v.is_empty()) {
-                out.push_str(" WHERE ");
+        let filter = s
+            .filter
+            .as_ref()
+            .filter(|f| !matches!(f, Pred::And(v) if v.is_empty()));
+        match (filter, having_as_filter) {
+            (Some(f), Some(h)) => {
+                out.push_str(" WHERE (");
                 self.pred(f, out);
+                out.push_str(") AND (");
+                self.pred(h, out);
+                out.push(')');
             }
+            (Some(p), None) | (None, Some(p)) => {
+                out.push_str(" WHERE ");
+                self.pred(p, out);
+            }
+            (None, None) => {}
+        }
+        if s.group.is_empty()
+            && aggregate_query
+            && s.having.is_some()
+            && self.d.having_needs_group()
+        {
+            // One group of all rows, as MySQL makes of a HAVING without GROUP BY.
+            out.push_str(" GROUP BY (1 = 1)");
         }
         if !s.group.is_empty() {
             out.push_str(" GROUP BY ");
@@ -177,11 +235,33 @@ impl Writer<'_> {
                 self.expr(g, out);
             }
         }
-        if let Some(h) = &s.having {
+        if let (Some(h), None) = (&s.having, having_as_filter) {
             out.push_str(" HAVING ");
             self.pred(h, out);
         }
-        self.order_by(&s.order, out);
+        if s.order
+            .iter()
+            .any(|o| matches!(o, OrderItem::By(e, _) if first_of_group(e)))
+        {
+            let order: Vec<OrderItem> = s
+                .order
+                .iter()
+                .map(|o| match o {
+                    OrderItem::By(e, dir) if first_of_group(e) => OrderItem::By(
+                        Expr::Func {
+                            name: "min",
+                            args: vec![e.clone()],
+                            distinct: false,
+                        },
+                        *dir,
+                    ),
+                    other => other.clone(),
+                })
+                .collect();
+            self.order_by(&order, out);
+        } else {
+            self.order_by(&s.order, out);
+        }
         if let Some(limit) = s.limit {
             out.push_str(" LIMIT ");
             out.push_str(&limit.to_string());
@@ -262,31 +342,53 @@ impl Writer<'_> {
                 name,
                 args,
                 distinct,
+            } => self.func(name, args, *distinct, out),
+            Expr::Compare(l, op, r) => {
+                out.push('(');
+                self.expr(l, out);
+                out.push(' ');
+                out.push_str(op.sql());
+                out.push(' ');
+                self.expr(r, out);
+                out.push(')');
+            }
+            Expr::IsNull(inner) => {
+                out.push('(');
+                self.expr(inner, out);
+                out.push_str(" IS NULL)");
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+            } => self.case(operand.as_deref(), whens, otherwise.as_deref(), out),
+            Expr::Window {
+                func,
+                partition,
+                order,
             } => {
-                if *name == "length" && args.len() == 1 && !*distinct {
-                    let arg = self.sub(&args[0]);
-                    self.d.text_length(&arg, out);
-                    return;
-                }
-                if *name == "json_length" {
-                    let arg = args.first().map(|a| self.sub(a)).unwrap_or_default();
-                    self.d.json_length(&arg, out);
-                    return;
-                }
-                let mut call = String::new();
-                call.push_str(self.d.function(name));
-                call.push('(');
-                if *distinct {
-                    call.push_str("DISTINCT ");
-                }
-                for (i, a) in args.iter().enumerate() {
-                    if i > 0 {
-                        call.push_str(", ");
-                    }
-                    self.expr(a, &mut call);
-                }
-                call.push(')');
-                self.d.wrap_function(name, &call, out);
+                self.expr(func, out);
+                out.push(' ');
+                self.over(partition, order, out);
+            }
+            Expr::DateAdd {
+                base,
+                amount,
+                unit,
+                subtract,
+            } => {
+                let b = self.arg(base);
+                let n = self.arg(amount);
+                write_date_add(self.d.engine(), &b, &n.sql, *unit, *subtract, out);
+            }
+            Expr::Match {
+                columns,
+                query,
+                boolean,
+            } => {
+                let cols: Vec<String> = columns.iter().map(|c| self.sub(c)).collect();
+                let q = self.typed_bind(query);
+                write_match(self.d.engine(), &cols, &q, *boolean, out);
             }
             Expr::TextLength(inner) => {
                 let arg = self.sub(inner);
@@ -297,8 +399,10 @@ impl Writer<'_> {
                 self.d.json_length(&arg, out);
             }
             Expr::Arith { lhs, op, rhs } => {
+                // Literal operands are typed: PostgreSQL cannot infer `$1 + $2`.
                 out.push('(');
-                self.expr(lhs, out);
+                let l = self.arg(lhs);
+                out.push_str(&l.sql);
                 out.push_str(match op {
                     ArithOp::Add => " + ",
                     ArithOp::Sub => " - ",
@@ -306,22 +410,13 @@ impl Writer<'_> {
                     ArithOp::Div => " / ",
                     ArithOp::Mod => " % ",
                 });
-                self.expr(rhs, out);
+                let r = self.arg(rhs);
+                out.push_str(&r.sql);
                 out.push(')');
             }
             Expr::RowNumber { partition, order } => {
-                out.push_str("row_number() OVER (");
-                if !partition.is_empty() {
-                    out.push_str("PARTITION BY ");
-                    for (i, p) in partition.iter().enumerate() {
-                        if i > 0 {
-                            out.push_str(", ");
-                        }
-                        self.expr(p, out);
-                    }
-                }
-                self.order_by(order, out);
-                out.push(')');
+                out.push_str("row_number() ");
+                self.over(partition, order, out);
             }
             Expr::Cast(inner, t) => {
                 out.push_str("CAST(");
@@ -450,5 +545,15 @@ impl Writer<'_> {
                 out.push(')');
             }
         }
+    }
+}
+
+/// Whether a HAVING condition aggregates (its depth is bounded by the planner).
+fn pred_aggregates(p: &Pred) -> bool {
+    match p {
+        Pred::And(items) | Pred::Or(items) => items.iter().any(pred_aggregates),
+        Pred::Not(inner) => pred_aggregates(inner),
+        Pred::Cmp(l, _, r) => contains_aggregate(l) || contains_aggregate(r),
+        _ => false,
     }
 }

@@ -135,3 +135,54 @@ fn public_reads_may_not_test_hidden_columns_in_any_spelling() {
         );
     }
 }
+
+#[test]
+fn postgres_types_literal_arguments_and_spells_mysql_functions() {
+    let s = plan(
+        r#"{"User":{"@column":"id;concat(name,'-',id):x;date_format(name,'%Y-%m'):d;locate('a',name):l"}}"#,
+    );
+    let st = render(&Postgres, &s);
+    assert!(
+        st.sql
+            .contains(r#"concat("User"."name", $1::text, "User"."id") AS "x""#),
+        "{}",
+        st.sql
+    );
+    assert!(
+        st.sql
+            .contains(r#"to_char(CAST("User"."name" AS timestamp), $2::text)"#),
+        "{}",
+        st.sql
+    );
+    assert!(
+        st.sql.contains(r#"strpos("User"."name", $3::text)"#),
+        "{}",
+        st.sql
+    );
+    assert_eq!(st.binds[1], Value::Text("YYYY\"-\"MM".into()));
+    let my = render(&MySql { mariadb: true }, &s);
+    assert!(
+        my.sql.contains("concat(`User`.`name`, ?, `User`.`id`)"),
+        "{}",
+        my.sql
+    );
+    assert_eq!(my.binds[1], Value::Text("%Y-%m".into()));
+}
+
+#[test]
+fn having_without_group_filters_rows_like_mysql() {
+    let s = plan(r#"{"User":{"@column":"id","@having":"length(name)>3"}}"#);
+    for sql in [render(&Postgres, &s).sql, render(&Sqlite, &s).sql] {
+        assert!(sql.contains(" WHERE "), "{sql}");
+        assert!(!sql.contains("HAVING"), "{sql}");
+    }
+    let s = plan(r#"{"User":{"@column":"id;count(id):n","@having":"count(id)>3"}}"#);
+    let pg = render(&Postgres, &s).sql;
+    assert!(
+        pg.contains(r#"(array_agg("User"."id"))[1] AS "id""#),
+        "{pg}"
+    );
+    assert!(pg.contains("HAVING"), "{pg}");
+    let lite = render(&Sqlite, &s).sql;
+    assert!(lite.contains("GROUP BY (1 = 1) HAVING"), "{lite}");
+}

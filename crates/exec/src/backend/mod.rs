@@ -3,6 +3,7 @@
 mod mysql;
 mod postgres;
 mod sqlite;
+mod sqlite_functions;
 
 pub use mysql::{MySqlBackend, MySqlTx};
 pub use postgres::{PgBackend, PgTx};

@@ -366,7 +366,11 @@ fn db_error(e: mysql_async::Error) -> ExecError {
             let kind = match se.code {
                 1062 => DbErrorKind::Unique,
                 1451 | 1452 | 1048 | 3819 => DbErrorKind::Constraint,
-                1366 | 1292 | 1264 | 1406 | 3140 | 3141 | 3143 | 3146 => DbErrorKind::BadValue,
+                // 1191: `match(…) AGAINST` on columns without a FULLTEXT index, which only
+                // the database knows.
+                1366 | 1292 | 1264 | 1406 | 3140 | 3141 | 3143 | 3146 | 1191 => {
+                    DbErrorKind::BadValue
+                }
                 1969 | 3024 => DbErrorKind::Timeout,
                 1139 | 3685..=3698 => DbErrorKind::BadPattern,
                 1305 => DbErrorKind::Unsupported,

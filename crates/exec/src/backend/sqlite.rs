@@ -62,6 +62,7 @@ impl SqliteBackend {
         conn.set_prepared_statement_cache_capacity(256);
         register_regex(&conn, "regexp", false)?;
         register_regex(&conn, "regexp_ci", true)?;
+        super::sqlite_functions::register(&conn).map_err(db_error)?;
         Ok(conn)
     }
 
