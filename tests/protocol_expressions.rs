@@ -300,3 +300,32 @@ fn postgres_long_reference_keys_need_an_alias() {
         );
     });
 }
+
+#[test]
+fn nested_lists_keep_function_columns_when_batched() {
+    on_every_engine("nested_function_columns", |engine, s| {
+        // The batched nested list adds its link column to @column; after a function item that
+        // needs `;`, not `,` (which would make `lower(content):c,momentId` one bad item).
+        let r = get(
+            s,
+            json!({"[]": {"count": 3, "Moment": {"@column": "id", "@order": "id+"},
+                          "Comment[]": {"count": 2, "Comment": {"momentId@": "[]/Moment/id",
+                                                                  "@column": "lower(content):c"}}}}),
+        );
+        assert_eq!(code(&r), 200, "{engine}: {r}");
+        let with_comments = r["[]"]
+            .as_array()
+            .map(|items| items.iter().filter(|i| i["Comment[]"].is_array()).count())
+            .unwrap_or(0);
+        assert!(with_comments > 0, "{engine}: {r}");
+        for item in r["[]"].as_array().into_iter().flatten() {
+            for c in item["Comment[]"].as_array().into_iter().flatten() {
+                assert!(c["c"].is_string(), "{engine}: {c}");
+                assert!(
+                    c.get("momentId").is_none(),
+                    "{engine}: the added link column is taken out: {c}"
+                );
+            }
+        }
+    });
+}

@@ -95,7 +95,11 @@ fn in_object(
                 for l in links {
                     let listed = text.split([',', ';']).any(|item| item.trim() == l.vice);
                     if !listed && !added.contains(&l.vice) {
-                        text.push(if text.contains(';') { ';' } else { ',' });
+                        text.push(if text.contains(';') || text.contains('(') {
+                            ';'
+                        } else {
+                            ','
+                        });
                         text.push_str(&l.vice);
                         added.push(l.vice.clone());
                     }
