@@ -14,16 +14,21 @@
 #      APIJET_TEST_MYSQL_ARGS    "-h 127.0.0.1 -P PORT -u root"       (mariadb client arguments)
 #    An engine whose URL is already set in the environment is not provisioned: the tests use the
 #    given server (set the matching *_ARGS too, or the tests derive them from the URL).
-# 4. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
+# 4. Makes sure the browser test and the OpenAPI validation can run: chromium and
+#    chromium-driver from Debian (apt-get, when missing and root), and Python's
+#    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
+#    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
+#    stage that cannot run fails the run with a clear message (tests call support::skip).
+# 5. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
 #    tests/conformance.rs is printed) and exits with its status. Extra arguments are passed to
 #    cargo test before the `--`, e.g. `bash scripts/test.sh --test conformance`.
-# 5. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
+# 6. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
 #    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
 #    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
 #    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
 #    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
 #    a message.
-# 6. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
+# 7. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +47,8 @@ cleanup() {
   trap - EXIT INT TERM
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
+  # The tests' SQLite demo files (tests/support/mod.rs keeps them under target/tmp).
+  rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
 trap cleanup EXIT
@@ -49,6 +56,34 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 db_install_missing "$want_pg" "$want_my"
+
+# The browser for tests/console.rs.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    db_log "installing chromium chromium-driver with apt-get"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
+  else
+    db_log "chromium / chromedriver missing; install them (as root: apt-get install chromium chromium-driver)"
+  fi
+fi
+
+# The OpenAPI validator for tests/openapi.rs.
+if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
+  venv=target/py-venv
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
+    db_log "installing openapi-spec-validator into $venv"
+    python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0' ||
+      db_log "cannot install openapi-spec-validator (python3-venv missing?)"
+  fi
+  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
+fi
+
+if [ "${CI:-}" = true ] && [ ! -d ../shared/apijson ]; then
+  echo "scripts/test.sh: CI=true but ../shared/apijson is missing: the conformance stage cannot run." >&2
+  echo "Check out the shared reference material beside the repository (../shared)." >&2
+  exit 1
+fi
 
 if [ "$want_pg" = 1 ] || [ "$want_my" = 1 ]; then
   # Under /tmp, not $TMPDIR: the `postgres` user must be able to reach the directory.

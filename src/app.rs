@@ -1,6 +1,7 @@
 //! The pipeline for one request, stage after stage: request → plan/exec → response.
 
 use crate::config::Config;
+use crate::edge::Facts;
 use crate::login_limit::{LoginLimiter, LoginLimits};
 use crate::session::Sessions;
 use apijet_auth::TokenKey;
@@ -44,6 +45,8 @@ const STREAM_CHANNEL: usize = 2;
 pub struct Snapshot {
     pub schema: SchemaCache,
     pub rules: RequestRules,
+    /// `/openapi.json`, built from the two above.
+    pub openapi: bytes::Bytes,
 }
 
 /// What every request shares; built once at start-up.
@@ -66,6 +69,10 @@ pub struct AppState {
     pub max_batch: usize,
     /// Group commit of single-row inserts, when on.
     queue: Option<WriteQueue>,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Requests slower than this are logged with their SQL and plan.
+    slow: Option<Duration>,
 }
 
 /// Prints start-up warnings without flooding: a demo database names many absent tables.
@@ -85,8 +92,8 @@ impl AppState {
     /// Connects, seeds the default SQLite database on first start, and loads the snapshot.
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
         let url = DbUrl::parse(&cfg.db).map_err(|e| e.to_string())?;
-        let seed = matches!(&url, DbUrl::Sqlite(p) if cfg.db == crate::config::DEFAULT_DB
-            && !std::path::Path::new(p).exists());
+        // A SQLite file that does not exist yet is created and seeded with the demo dataset.
+        let seed = matches!(&url, DbUrl::Sqlite(p) if !std::path::Path::new(p).exists());
         let role = DbRole::Primary {
             replicated: !cfg.read_replicas.is_empty(),
         };
@@ -112,7 +119,13 @@ impl AppState {
                 TokenKey::random()?
             }
         };
+        apijet_exec::stats::set_slow_statement(
+            (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
+        );
         let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
+        let metrics = Arc::new(crate::metrics::Metrics::new(
+            snapshot.schema.tables().map(|t| t.api_name.as_str()),
+        ));
         let backend = Arc::new(backend);
         let served = served_names(backend.engine(), &cfg.db);
         let sort_unordered_groups = backend.engine() != apijet_core::Engine::MySql;
@@ -124,6 +137,8 @@ impl AppState {
         Ok(AppState {
             replicas,
             next_replica: AtomicUsize::new(0),
+            metrics,
+            slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
             dialect: backend.dialect(),
             queue: cfg.write_queue.then(|| {
                 WriteQueue::new(
@@ -237,11 +252,25 @@ impl AppState {
     }
 
     /// Answers one APIJSON call; errors become the envelope with their code.
-    pub async fn answer(self: &Arc<Self>, call: Call<'_>) -> Answer {
-        match self.run(call).await {
+    pub async fn answer(self: &Arc<Self>, call: Call<'_>, facts: &mut Facts) -> Answer {
+        let started = std::time::Instant::now();
+        let (method, body) = (call.method, call.body);
+        let answer = match self.run(call, facts).await {
             Ok(a) => a,
             Err(e) => Answer::Json(self.failure(&e)),
+        };
+        if let Some(slow) = self.slow.filter(|s| started.elapsed() >= *s) {
+            // Its slow statements are logged with their plans where they run (exec).
+            tracing::warn!(
+                target: "apijet::slow",
+                method,
+                ms = started.elapsed().as_millis() as u64,
+                threshold_ms = slow.as_millis() as u64,
+                request = %String::from_utf8_lossy(&body[..body.len().min(2048)]),
+                "slow request"
+            );
         }
+        answer
     }
 
     /// The error envelope (server faults are logged once, here).
@@ -254,10 +283,12 @@ impl AppState {
         failure(e, self.options.debug)
     }
 
-    async fn run(self: &Arc<Self>, call: Call<'_>) -> Result<Answer, ApiError> {
+    async fn run(self: &Arc<Self>, call: Call<'_>, facts: &mut Facts) -> Result<Answer, ApiError> {
         let method = Method::from_url(call.method)
             .ok_or_else(|| ApiError::UnknownMethod(call.method.to_string()))?;
+        let started = std::time::Instant::now();
         let mut map = parse_body(call.body)?;
+        facts.parse = Some(started.elapsed());
         if let Some(tag) = call.tag {
             map = wrap_tag(map, tag, method);
         }
@@ -265,6 +296,7 @@ impl AppState {
             let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.clone()));
             map.insert(k.clone(), value);
         }
+        crate::observe::note_tables(&self.metrics, &map, facts);
         let visitor = call.visitor.as_ref();
         if !method.is_public() && visitor.is_none() {
             // Every private method needs a login before anything else (§13.2).
@@ -297,7 +329,9 @@ impl AppState {
         let req = Request::from_map(map)?;
         let reader = self.reader(method);
         let env = self.read_env(reader, method, visitor, &snapshot);
+        let planning = std::time::Instant::now();
         if let Some(list) = list_query(&req, &env)? {
+            facts.plan = Some(planning.elapsed());
             let Some(stmt) = list.statement else {
                 return Ok(Answer::Json(success(Map::new(), false)));
             };
@@ -321,6 +355,7 @@ impl AppState {
                 }
                 match result {
                     Ok(_) => {
+                        state.metrics.streamed(sink.rows(), 0);
                         let _ = sink.finish(now_ms()).await;
                     }
                     Err(e) => {
@@ -338,6 +373,7 @@ impl AppState {
             }
             other => other?,
         };
+        facts.exec = Some(planning.elapsed());
         Ok(Answer::Counted(
             success(outcome.results, req.format),
             outcome.statements,
@@ -565,12 +601,18 @@ async fn load_snapshot(
     let (rows, mut warnings) = apijet_exec::load_request_rules(backend, has_request, debug)
         .await
         .map_err(|e| e.to_string())?;
+    let openapi_rules = rows.clone();
     let (rules, more) = RequestRules::new(rows);
     let rules = rules.with_max_update_count(max_batch);
     warnings.extend(more);
     warnings.splice(0..0, schema.warnings.iter().cloned());
     report(&warnings);
-    Ok(Snapshot { schema, rules })
+    let openapi = crate::openapi::document(&schema, &openapi_rules, debug);
+    Ok(Snapshot {
+        schema,
+        rules,
+        openapi,
+    })
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

@@ -75,6 +75,23 @@ pub struct Config {
     /// Whether `/post/verify` and `/gets/verify` answer the code (the demo's behaviour, for
     /// tests and development; in production the code reaches the phone another way).
     pub verify_code_in_answer: bool,
+    /// A connection must deliver a request's line and headers within this long of its first byte.
+    pub header_timeout_ms: u64,
+    /// A request's body must arrive whole within this long of its headers.
+    pub body_timeout_ms: u64,
+    /// A keep-alive connection with no request under way is closed after this long.
+    pub idle_timeout_ms: u64,
+    /// Most connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Origins allowed to call from a browser: `*` (any origin, echoed, with credentials) or a
+    /// list of exact origins; empty turns CORS off.
+    pub cors_origins: Vec<String>,
+    /// Requests slower than this many milliseconds are logged with their SQL and plan (0 = off).
+    pub slow_request_ms: u64,
+    /// A `Server-Timing` header on every answer.
+    pub server_timing: bool,
+    /// The web console at `/`.
+    pub console: bool,
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -114,6 +131,14 @@ pub struct Partial {
     read_replicas: Option<Vec<String>>,
     verify_code_ttl_secs: Option<u64>,
     verify_code_in_answer: Option<bool>,
+    header_timeout_ms: Option<u64>,
+    body_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    max_connections: Option<usize>,
+    cors_origins: Option<Vec<String>>,
+    slow_request_ms: Option<u64>,
+    server_timing: Option<bool>,
+    console: Option<bool>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -155,6 +180,14 @@ impl Default for Config {
             read_replicas: Vec::new(),
             verify_code_ttl_secs: 60,
             verify_code_in_answer: false,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            max_connections: 4096,
+            cors_origins: vec!["*".into()],
+            slow_request_ms: 1000,
+            server_timing: false,
+            console: true,
         }
     }
 }
@@ -195,7 +228,15 @@ impl Config {
             procedures,
             read_replicas,
             verify_code_ttl_secs,
-            verify_code_in_answer
+            verify_code_in_answer,
+            header_timeout_ms,
+            body_timeout_ms,
+            idle_timeout_ms,
+            max_connections,
+            cors_origins,
+            slow_request_ms,
+            server_timing,
+            console
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -219,6 +260,14 @@ impl Config {
         c.apply(flags);
         if c.max_count == 0 || c.max_depth == 0 || c.max_expr_depth == 0 {
             return Err("max_count, max_depth and max_expr_depth must be at least 1".into());
+        }
+        if c.header_timeout_ms == 0 || c.body_timeout_ms == 0 || c.idle_timeout_ms == 0 {
+            return Err(
+                "header_timeout_ms, body_timeout_ms and idle_timeout_ms must be at least 1".into(),
+            );
+        }
+        if c.max_connections == 0 {
+            return Err("max_connections must be at least 1".into());
         }
         Ok(c)
     }
@@ -282,6 +331,20 @@ fn from_env() -> Result<Partial, String> {
             .map(|v| v.split_whitespace().map(str::to_string).collect()),
         verify_code_ttl_secs: var("APIJET_VERIFY_CODE_TTL_SECS")?,
         verify_code_in_answer: var("APIJET_VERIFY_CODE_IN_ANSWER")?,
+        header_timeout_ms: var("APIJET_HEADER_TIMEOUT_MS")?,
+        body_timeout_ms: var("APIJET_BODY_TIMEOUT_MS")?,
+        idle_timeout_ms: var("APIJET_IDLE_TIMEOUT_MS")?,
+        max_connections: var("APIJET_MAX_CONNECTIONS")?,
+        slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
+        server_timing: var("APIJET_SERVER_TIMING")?,
+        console: var("APIJET_CONSOLE")?,
+        cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        }),
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(
                 v.split(',')
@@ -301,6 +364,34 @@ fn from_env() -> Result<Partial, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `apijet.example.toml` holds every setting and nothing else.
+    #[test]
+    fn the_example_file_has_every_setting() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("apijet.example.toml");
+        let text = std::fs::read_to_string(&path).expect("apijet.example.toml");
+        // Settings whose absence means something (a random instance id) are shown commented
+        // out, as `# key = value`: they count as present.
+        let uncommented: String = text
+            .lines()
+            .map(|line| {
+                let setting = line.strip_prefix("# ").filter(|rest| {
+                    rest.split_once(" = ").is_some_and(|(key, _)| {
+                        !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    })
+                });
+                setting.unwrap_or(line)
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let p: Partial = toml::from_str(&uncommented).expect("every key is a setting");
+        let shown = format!("{p:?}");
+        assert!(
+            !shown.contains("None"),
+            "apijet.example.toml misses a setting: {shown}"
+        );
+        Config::load(Some(&path), Partial::default()).expect("it loads");
+    }
 
     #[test]
     fn flags_win_over_the_file() {

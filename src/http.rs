@@ -1,8 +1,10 @@
-//! The HTTP edge: routes, body limits, and the APIJSON rule that every call that reached the
-//! parser is answered with HTTP 200 and its code in the body.
+//! The HTTP edge: routes, and the APIJSON rule that every call that reached the parser is
+//! answered with HTTP 200 and its code in the body. The middleware (CORS, limits, timeouts,
+//! access log, metrics) is in `edge`, the accept loop in `server`.
 
 use crate::app::{Answer, AppState, Call};
 use crate::config::Config;
+use crate::edge::{self, Edge, Facts};
 use crate::session::{login_failure, not_logged_in, Sessions};
 use apijet_plan::PlanError;
 use apijet_response::stream::Chunk;
@@ -13,67 +15,106 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::serve::ListenerExt;
+use axum::routing::{get, post};
 use axum::Router;
 use futures_util::{stream, StreamExt};
 use std::sync::Arc;
+use std::time::Duration;
 
 type Shared = Arc<AppState>;
 type Params = Query<Vec<(String, String)>>;
 
 fn json_response(v: &serde_json::Value) -> Response {
+    let started = std::time::Instant::now();
     let body = serde_json::to_vec(v).unwrap_or_default();
-    (
+    let encode = started.elapsed();
+    let mut r = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
         body,
     )
-        .into_response()
+        .into_response();
+    r.extensions_mut().insert(Facts {
+        code: answer_code(v),
+        encode: Some(encode),
+        ..Facts::default()
+    });
+    r
+}
+
+/// The APIJSON code of an answer.
+fn answer_code(v: &serde_json::Value) -> u16 {
+    v.get("code")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(200, |c| c.min(999) as u16)
 }
 
 /// Sends an answer. A streamed answer waits for its first chunk: an error before any data is
 /// still a normal error envelope; an error after it aborts the body.
-pub(crate) async fn send(state: &AppState, answer: Answer) -> Response {
+pub(crate) async fn send(state: &Shared, answer: Answer, mut facts: Facts) -> Response {
+    let with_facts = |mut r: Response, mut facts: Facts| {
+        if let Some(f) = r.extensions_mut().get_mut::<Facts>() {
+            facts.code = f.code;
+            facts.encode = f.encode;
+            *f = facts;
+        }
+        r
+    };
     let mut rx = match answer {
-        Answer::Json(v) => return json_response(&v),
+        Answer::Json(v) => return with_facts(json_response(&v), facts),
         Answer::Counted(v, statements) => {
             let mut r = json_response(&v);
             r.headers_mut()
                 .insert("x-apijet-statements", HeaderValue::from(statements));
-            return r;
+            facts.statements = Some(statements);
+            if tracing::enabled!(tracing::Level::INFO) {
+                facts.rows = Some(crate::observe::rows_in(&v, 0));
+            }
+            return with_facts(r, facts);
         }
         Answer::Stream(rx) => rx,
     };
     let first = match rx.recv().await {
         Some(Chunk::Data(b)) => b,
-        Some(Chunk::Fail(e)) => return json_response(&state.failure(&e)),
+        Some(Chunk::Fail(e)) => return with_facts(json_response(&state.failure(&e)), facts),
         None => {
             let e =
                 apijet_response::ApiError::Unsupported("the list stream ended unexpectedly".into());
-            return json_response(&state.failure(&e));
+            return with_facts(json_response(&state.failure(&e)), facts);
         }
     };
-    let rest = stream::unfold(rx, |mut rx| async move {
-        match rx.recv().await {
-            Some(Chunk::Data(b)) => Some((Ok(b), rx)),
-            Some(Chunk::Fail(e)) => {
-                tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
-                Some((Err(std::io::Error::other(e.to_string())), rx))
+    facts.code = 200;
+    facts.statements = Some(1);
+    let metrics = Arc::clone(&state.metrics);
+    metrics.streamed_bytes(first.len() as u64);
+    let rest = stream::unfold(rx, move |mut rx| {
+        let metrics = Arc::clone(&metrics);
+        async move {
+            match rx.recv().await {
+                Some(Chunk::Data(b)) => {
+                    metrics.streamed_bytes(b.len() as u64);
+                    Some((Ok(b), rx))
+                }
+                Some(Chunk::Fail(e)) => {
+                    tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
+                    Some((Err(std::io::Error::other(e.to_string())), rx))
+                }
+                None => None,
             }
-            None => None,
         }
     });
     // Fused: compression layers poll a body again after its end, which `unfold` forbids.
     let body = stream::iter([Ok::<_, std::io::Error>(first)])
         .chain(rest)
         .fuse();
-    (
+    let mut r = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
         Body::from_stream(body),
     )
-        .into_response()
+        .into_response();
+    r.extensions_mut().insert(facts);
+    r
 }
 
 async fn call(
@@ -91,7 +132,9 @@ async fn call(
         body: &body,
         visitor,
     };
-    send(&s, s.answer(call).await).await
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
+    send(&s, answer, facts).await
 }
 
 async fn call_tag(
@@ -114,7 +157,9 @@ async fn call_tag(
         body: &body,
         visitor,
     };
-    send(&s, s.answer(call).await).await
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
+    send(&s, answer, facts).await
 }
 
 /// `GET /get/{url-encoded-json}`: the request in the URL, for browsers and quick checks.
@@ -132,7 +177,8 @@ async fn call_in_url(
         body: json.as_bytes(),
         visitor,
     };
-    let answer = s.answer(call).await;
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
     // A browser or proxy revalidating a GET gets 304 when the data has not changed; `time`
     // changes on every answer, so it is left out of the tag.
     let tag = match &answer {
@@ -152,7 +198,7 @@ async fn call_in_url(
             return r;
         }
     }
-    let mut r = send(&s, answer).await;
+    let mut r = send(&s, answer, facts).await;
     if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&t).ok()) {
         r.headers_mut().insert(header::ETAG, v);
     }
@@ -229,9 +275,67 @@ async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
     json_response(&answer)
 }
 
+/// `GET /health`: the process answers.
+async fn health() -> Response {
+    json_response(&apijet_response::success(serde_json::Map::new(), false))
+}
+
+/// `GET /ready`: the snapshot is loaded and the database answers a trivial query (503 when not).
+async fn ready(State(s): State<Shared>) -> Response {
+    let probe = apijet_sql::Statement {
+        sql: "SELECT 1".into(),
+        binds: Vec::new(),
+    };
+    let mut sink = apijet_exec::sink::CollectSink::new(&[]);
+    let checked =
+        tokio::time::timeout(Duration::from_secs(5), s.backend.fetch(&probe, &mut sink)).await;
+    match checked {
+        Ok(Ok(_)) => json_response(&apijet_response::success(serde_json::Map::new(), false)),
+        Ok(Err(e)) => edge::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the database does not answer: {e}"),
+        ),
+        Err(_) => edge::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database did not answer within 5 s",
+        ),
+    }
+}
+
+/// `GET /metrics`: Prometheus text format.
+async fn metrics(State(s): State<Shared>) -> Response {
+    let exec = apijet_exec::stats::snapshot(&s.backend);
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        s.metrics.render(&exec),
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`: built with the snapshot, so it follows reloads.
+async fn openapi(State(s): State<Shared>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        s.snapshot().openapi.clone(),
+    )
+        .into_response()
+}
+
 /// The router over a started state.
-pub fn router(state: Shared, max_body: usize) -> Router {
-    Router::new()
+pub fn router(state: Shared, cfg: &Config) -> Result<Router, String> {
+    let edge = Arc::new(Edge {
+        metrics: Arc::clone(&state.metrics),
+        max_body: cfg.max_body_bytes,
+        body_timeout: Duration::from_millis(cfg.body_timeout_ms),
+        slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
+        server_timing: cfg.server_timing,
+    });
+    let mut app = Router::new()
         .route("/login", post(login))
         .route("/logout", post(logout))
         .route("/register", post(register))
@@ -242,43 +346,66 @@ pub fn router(state: Shared, max_body: usize) -> Router {
         .route("/put/password", post(crate::account::routes::put_password))
         .route("/put/balance", post(crate::account::routes::put_balance))
         .route("/router/{method}/{tag}", post(crate::router::route))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
         .route("/{method}", post(call))
-        .route("/{method}/{tag}", post(call_tag).get(call_in_url))
-        .layer(DefaultBodyLimit::max(max_body))
+        .route("/{method}/{tag}", post(call_tag).get(call_in_url));
+    if cfg.console {
+        app = crate::console::routes(app);
+    }
+    let app = app
+        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&edge),
+            edge::read_body,
+        ))
+        .layer(axum::middleware::map_response(edge::json_refusals))
         // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
         // compressed chunk by chunk, so memory stays flat.
         .layer(tower_http::compression::CompressionLayer::new())
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&edge),
+            edge::observe,
+        ));
+    let app = match edge::cors(cfg)? {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
+    Ok(app.with_state(state))
 }
 
-/// Starts the server and runs until it is stopped.
+/// Starts the server and runs until SIGTERM or SIGINT, then finishes the requests in flight.
 pub async fn serve(cfg: Config) -> Result<(), String> {
-    let state = Arc::new(AppState::start(&cfg).await?);
-    reload_on_sighup(Arc::clone(&state));
-    let engine = state.backend.engine().name();
+    // The port first: when it is taken, fail before any database is touched.
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let state = Arc::new(AppState::start(&cfg).await?);
+    reload_on_sighup(Arc::clone(&state));
+    let engine = state.backend.engine().name();
     println!(
         "apijet listening on http://{addr}, serving {engine} database {}",
         redact(&cfg.db)
     );
-    // Small answers go out at once: without TCP_NODELAY, Nagle's algorithm meets the client's
-    // delayed ACK and holds the last segment of a body for tens of milliseconds.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    let app = router(state, cfg.max_body_bytes)
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| e.to_string())
+    let limits = crate::server::Limits {
+        header: Duration::from_millis(cfg.header_timeout_ms),
+        idle: Duration::from_millis(cfg.idle_timeout_ms),
+        max_connections: cfg.max_connections,
+    };
+    let app = router(Arc::clone(&state), &cfg)?;
+    crate::server::run(
+        listener,
+        app,
+        limits,
+        Arc::clone(&state.metrics),
+        crate::server::stop_signal(),
+    )
+    .await;
+    eprintln!("apijet: stopped");
+    Ok(())
 }
 
 /// SIGHUP re-reads the schema and configuration tables without stopping requests in flight.

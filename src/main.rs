@@ -3,10 +3,16 @@
 mod account;
 mod app;
 mod config;
+mod console;
 mod demo;
+mod edge;
 mod http;
 mod login_limit;
+mod metrics;
+mod observe;
+mod openapi;
 mod router;
+mod server;
 mod session;
 
 use clap::{Parser, Subcommand};
@@ -70,6 +76,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -98,6 +105,8 @@ fn main() -> ExitCode {
             Command::Bench(args) => apijet_bench::run(*args).await,
         }
     });
+    // Tasks still parked (idle connections' watchdogs, pool reapers) are not waited for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -111,6 +111,7 @@ impl AppState {
         query: &[(String, String)],
         body: &[u8],
         headers: &HeaderMap,
+        facts: &mut crate::edge::Facts,
     ) -> Result<crate::app::Answer, ApiError> {
         let m = match Method::from_url(method) {
             Some(m) if m != Method::Crud => m,
@@ -147,7 +148,7 @@ impl AppState {
                     body,
                     visitor,
                 };
-                return Ok(self.answer(call).await);
+                return Ok(self.answer(call, facts).await);
             }
             return Err(refused(format!(
                 "URL path /router/{method}/{tag} has no route: add a Document row with url \
@@ -184,7 +185,7 @@ impl AppState {
             body: &merged,
             visitor,
         };
-        Ok(self.answer(call).await)
+        Ok(self.answer(call, facts).await)
     }
 }
 
@@ -196,9 +197,13 @@ pub async fn route(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let answer = match s.router_call(&method, &tag, &q, &body, &headers).await {
+    let mut facts = crate::edge::Facts::default();
+    let answer = match s
+        .router_call(&method, &tag, &q, &body, &headers, &mut facts)
+        .await
+    {
         Ok(a) => a,
         Err(e) => crate::app::Answer::Json(s.failure(&e)),
     };
-    crate::http::send(&s, answer).await
+    crate::http::send(&s, answer, facts).await
 }

@@ -76,23 +76,23 @@ fn known_failures_path() -> PathBuf {
 fn run(engine: Engine) {
     let cases_path = cases_path();
     if !cases_path.exists() {
-        println!("conformance stage skipped: ../shared/apijson/cases-public.json not found");
+        support::skip("conformance stage: ../shared/apijson/cases-public.json not found");
         return;
     }
     let Some(url) = engine.url() else {
-        println!(
-            "conformance stage skipped for {}: {} not set",
+        support::skip(&format!(
+            "conformance stage for {}: {} not set",
             engine.name(),
             engine.url_env()
-        );
+        ));
         return;
     };
     if Engine::Mysql.client_args().is_none() {
-        println!(
-            "conformance stage skipped for {}: the demo database is loaded from MariaDB, and {} is not set",
+        support::skip(&format!(
+            "conformance stage for {}: the demo database is loaded from MariaDB, and {} is not set",
             engine.name(),
             Engine::Mysql.url_env()
-        );
+        ));
         return;
     }
     // The write stage's copy loads while the read stage runs.

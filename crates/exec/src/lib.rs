@@ -16,6 +16,7 @@ mod procedure;
 pub mod queue;
 pub mod read;
 pub mod sink;
+pub mod stats;
 pub mod write;
 
 pub use backend::{Backend, DbRole, DbUrl};

@@ -102,6 +102,7 @@ async fn run_lane(
 ) {
     let dialect = backend.dialect();
     while let Some(first) = rx.recv().await {
+        let received = Instant::now();
         let deadline = Instant::now() + config.max_wait;
         let mut batch = vec![first];
         // Rows already waiting join at once; then the batch waits for company until its
@@ -119,6 +120,7 @@ async fn run_lane(
                 _ => break,
             }
         }
+        crate::stats::queue_batch(batch.len(), received.elapsed().as_micros() as u64);
         let mut insert = template.clone();
         insert.rows = batch.iter().map(|j| j.values.clone()).collect();
         let stmt = render_insert(dialect.as_ref(), &insert);

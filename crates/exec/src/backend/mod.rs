@@ -148,8 +148,36 @@ impl Backend {
         apijet_sql::dialect_for(self.engine(), mariadb)
     }
 
+    /// Connections lent out and requests waiting for one (SQLite opens another connection
+    /// instead of waiting; mysql_async does not say, so MySQL answers zeros).
+    pub fn pool_status(&self) -> (i64, i64) {
+        match self {
+            Backend::Postgres(b) => b.pool_status(),
+            Backend::Sqlite(b) => (b.in_use(), 0),
+            Backend::MySql(_) => (0, 0),
+        }
+    }
+
     /// Runs a statement, feeding its rows to `sink`; returns the row count.
     pub async fn fetch<S: RowSink>(
+        &self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        let started = std::time::Instant::now();
+        let result = self.fetch_plain(stmt, sink).await;
+        let debug = tracing::enabled!(target: "apijet::sql", tracing::Level::DEBUG);
+        log_statement(debug.then_some(started), stmt, &result);
+        if let Some(limit) = crate::stats::slow_statement() {
+            let elapsed = started.elapsed();
+            if elapsed >= limit {
+                self.log_slow(stmt, elapsed).await;
+            }
+        }
+        result
+    }
+
+    async fn fetch_plain<S: RowSink>(
         &self,
         stmt: &Statement,
         sink: &mut S,
@@ -159,6 +187,42 @@ impl Backend {
             Backend::Postgres(b) => b.fetch(stmt, sink).await,
             Backend::MySql(b) => b.fetch(stmt, sink).await,
         }
+    }
+
+    /// Logs a slow statement with the engine's plan for it, so that a missing index shows.
+    async fn log_slow(&self, stmt: &Statement, elapsed: std::time::Duration) {
+        let prefix = match self.engine() {
+            Engine::Sqlite => "EXPLAIN QUERY PLAN ",
+            _ => "EXPLAIN ",
+        };
+        let probe = Statement {
+            sql: format!("{prefix}{}", stmt.sql),
+            binds: stmt.binds.clone(),
+        };
+        let mut sink = crate::sink::CollectSink::new(&[]);
+        let plan = match self.fetch_plain(&probe, &mut sink).await {
+            Ok(_) => sink
+                .rows
+                .iter()
+                .map(|row| {
+                    row.values()
+                        .map(|v| match v {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Err(e) => format!("(EXPLAIN failed: {e})"),
+        };
+        tracing::warn!(
+            target: "apijet::slow",
+            ms = elapsed.as_millis() as u64,
+            sql = %stmt.sql,
+            "slow statement; plan:\n{plan}"
+        );
     }
 
     /// Starts a transaction; every write request runs in exactly one.
@@ -180,6 +244,25 @@ impl Backend {
     }
 }
 
+/// `APIJET_LOG=apijet::sql=debug` (or `debug`): each statement with its time and row count.
+fn log_statement(
+    timed: Option<std::time::Instant>,
+    stmt: &Statement,
+    result: &Result<u64, ExecError>,
+) {
+    if let Some(started) = timed {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        match result {
+            Ok(rows) => {
+                tracing::debug!(target: "apijet::sql", ms, rows, sql = %stmt.sql, "statement")
+            }
+            Err(e) => {
+                tracing::debug!(target: "apijet::sql", ms, error = %e, sql = %stmt.sql, "statement failed")
+            }
+        }
+    }
+}
+
 /// An open transaction on one backend.
 pub enum Tx<'a> {
     /// SQLite.
@@ -193,11 +276,15 @@ pub enum Tx<'a> {
 impl Tx<'_> {
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
-        match self {
+        let timed = tracing::enabled!(target: "apijet::sql", tracing::Level::DEBUG)
+            .then(std::time::Instant::now);
+        let result = match self {
             Tx::Sqlite(t) => t.execute(stmt).await,
             Tx::Postgres(t) => t.execute(stmt).await,
             Tx::MySql(t) => t.execute(stmt).await,
-        }
+        };
+        log_statement(timed, stmt, &result);
+        result
     }
 
     /// Runs a query inside the transaction.

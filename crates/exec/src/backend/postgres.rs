@@ -72,7 +72,7 @@ impl PgBackend {
         let client = pool
             .get()
             .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
+            .map_err(|e| ExecError::Connect(cause(&e)))?;
         if role == (DbRole::Primary { replicated: true }) {
             let standbys = client
                 .query_opt("SHOW synchronous_standby_names", &[])
@@ -91,6 +91,12 @@ impl PgBackend {
         }
         drop(client);
         Ok(PgBackend { pool })
+    }
+
+    /// Connections lent out and requests waiting for one.
+    pub fn pool_status(&self) -> (i64, i64) {
+        let s = self.pool.status();
+        ((s.size - s.available) as i64, s.waiting as i64)
     }
 
     /// Runs a statement, feeding every row to `sink`.
@@ -132,6 +138,22 @@ impl PgBackend {
         }
         Ok(())
     }
+}
+
+/// An error with every cause under it: tokio-postgres says only "db error" at the top, and
+/// the server's reason (wrong password, no such database) sits in its source.
+fn cause(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// Runs a statement on `client`, feeding every row to `sink`.

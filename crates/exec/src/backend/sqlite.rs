@@ -34,6 +34,8 @@ static RERUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 pub struct SqliteBackend {
     path: String,
     idle: Mutex<Vec<Connection>>,
+    /// Connections lent out, for `/metrics`.
+    in_use: std::sync::atomic::AtomicI64,
 }
 
 impl SqliteBackend {
@@ -42,6 +44,7 @@ impl SqliteBackend {
         let backend = SqliteBackend {
             path: path.to_string(),
             idle: Mutex::new(Vec::new()),
+            in_use: std::sync::atomic::AtomicI64::new(1),
         };
         let conn = backend.new_connection(create)?;
         backend.put(conn);
@@ -66,15 +69,25 @@ impl SqliteBackend {
         Ok(conn)
     }
 
+    /// Connections lent out (a new one is opened when none is idle, so nobody waits).
+    pub fn in_use(&self) -> i64 {
+        self.in_use.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn take(&self) -> Result<Connection, ExecError> {
         let conn = self.idle.lock().ok().and_then(|mut v| v.pop());
-        match conn {
-            Some(c) => Ok(c),
-            None => self.new_connection(false),
-        }
+        let conn = match conn {
+            Some(c) => c,
+            None => self.new_connection(false)?,
+        };
+        self.in_use
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(conn)
     }
 
     fn put(&self, conn: Connection) {
+        self.in_use
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut idle) = self.idle.lock() {
             idle.push(conn);
         }

@@ -1,0 +1,301 @@
+//! Prometheus metrics: fixed arrays of atomic counters, rendered as text only when scraped.
+//!
+//! A request costs a few relaxed atomic additions and no allocation: the labels (method, table,
+//! APIJSON code) are indexes into arrays sized at start-up. Table names come from the schema
+//! loaded at start; a table added by a later reload is counted under `table="other"`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// The `method` label: the APIJSON methods, the session routes, and everything else.
+pub const METHODS: [&str; 13] = [
+    "get", "head", "gets", "heads", "post", "put", "delete", "crud", "login", "logout", "register",
+    "reload", "other",
+];
+
+/// The `code` label: the APIJSON codes apijet answers; anything else counts as `other`.
+const CODES: [u16; 15] = [
+    200, 400, 401, 403, 404, 405, 406, 407, 408, 409, 412, 413, 429, 500, 503,
+];
+
+/// Upper bounds of the latency buckets, in seconds.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Upper bounds of the statements-per-request and batch-size buckets.
+const COUNT_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 256.0];
+
+/// A Prometheus histogram over fixed buckets.
+struct Histogram {
+    bounds: &'static [f64],
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    /// The sum in millionths of the unit, so that it stays an integer.
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            buckets: (0..bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, value: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| value <= *b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros
+            .fetch_add((value * 1_000_000.0) as u64, Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (bound, n) in self.bounds.iter().zip(self.buckets.iter()) {
+            cumulative += n.load(Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Relaxed) as f64 / 1_000_000.0;
+        let braces = |s: &str| {
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!("{{{s}}}")
+            }
+        };
+        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
+        let _ = writeln!(out, "{name}_count{} {count}", braces(labels));
+    }
+}
+
+/// Everything `/metrics` reports that the HTTP edge and the pipeline count.
+pub struct Metrics {
+    /// Table names known at start-up, sorted; index `tables.len()` is `other`.
+    tables: Vec<Box<str>>,
+    /// `[method][table][code]`, flattened.
+    requests: Box<[AtomicU64]>,
+    latency: Vec<Histogram>,
+    statements: Histogram,
+    rows_streamed: AtomicU64,
+    bytes_streamed: AtomicU64,
+    connections_open: AtomicI64,
+    connections_refused: AtomicU64,
+    timeouts: AtomicU64,
+    slow_requests: AtomicU64,
+}
+
+/// The `method` label index for a URL segment.
+pub fn method_index(segment: &str) -> usize {
+    METHODS
+        .iter()
+        .position(|m| *m == segment)
+        .unwrap_or(METHODS.len() - 1)
+}
+
+impl Metrics {
+    /// Counters for the given tables (the API names of the schema).
+    pub fn new<'a>(tables: impl Iterator<Item = &'a str>) -> Metrics {
+        let mut tables: Vec<Box<str>> = tables.map(Box::from).collect();
+        tables.sort();
+        tables.dedup();
+        let cells = METHODS.len() * (tables.len() + 1) * (CODES.len() + 1);
+        Metrics {
+            requests: (0..cells).map(|_| AtomicU64::new(0)).collect(),
+            tables,
+            latency: METHODS
+                .iter()
+                .map(|_| Histogram::new(&LATENCY_BUCKETS))
+                .collect(),
+            statements: Histogram::new(&COUNT_BUCKETS),
+            rows_streamed: AtomicU64::new(0),
+            bytes_streamed: AtomicU64::new(0),
+            connections_open: AtomicI64::new(0),
+            connections_refused: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            slow_requests: AtomicU64::new(0),
+        }
+    }
+
+    /// The `table` label index of a table's API name (`other` when unknown).
+    pub fn table_index(&self, api_name: &str) -> usize {
+        self.tables
+            .binary_search_by(|t| (**t).cmp(api_name))
+            .unwrap_or(self.tables.len())
+    }
+
+    /// Counts one finished request.
+    pub fn request(
+        &self,
+        method: usize,
+        table: Option<usize>,
+        code: u16,
+        seconds: f64,
+        statements: Option<usize>,
+    ) {
+        let tables = self.tables.len() + 1;
+        let table = table.unwrap_or(self.tables.len()).min(tables - 1);
+        let code = CODES.iter().position(|c| *c == code).unwrap_or(CODES.len());
+        let method = method.min(METHODS.len() - 1);
+        let cell = (method * tables + table) * (CODES.len() + 1) + code;
+        self.requests[cell].fetch_add(1, Relaxed);
+        self.latency[method].observe(seconds);
+        if let Some(n) = statements {
+            self.statements.observe(n as f64);
+        }
+    }
+
+    /// Rows and bytes of a streamed list.
+    pub fn streamed(&self, rows: u64, bytes: u64) {
+        self.rows_streamed.fetch_add(rows, Relaxed);
+        self.bytes_streamed.fetch_add(bytes, Relaxed);
+    }
+
+    /// Bytes of a streamed list, counted as they go out.
+    pub fn streamed_bytes(&self, bytes: u64) {
+        self.bytes_streamed.fetch_add(bytes, Relaxed);
+    }
+
+    /// A connection opened (+1) or closed (-1).
+    pub fn connection(&self, delta: i64) {
+        self.connections_open.fetch_add(delta, Relaxed);
+    }
+
+    /// A connection refused because `max_connections` were open.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Relaxed);
+    }
+
+    /// A connection closed by the header, body or idle timeout.
+    pub fn timeout(&self) {
+        self.timeouts.fetch_add(1, Relaxed);
+    }
+
+    /// A request over `slow_request_ms`.
+    pub fn slow_request(&self) {
+        self.slow_requests.fetch_add(1, Relaxed);
+    }
+
+    /// The Prometheus text exposition of everything counted, plus the database counters.
+    pub fn render(&self, exec: &apijet_exec::stats::Snapshot) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        out.push_str("# HELP apijet_requests_total Requests answered, by method, first table and APIJSON code.\n# TYPE apijet_requests_total counter\n");
+        let tables = self.tables.len() + 1;
+        for (m, method) in METHODS.iter().enumerate() {
+            for t in 0..tables {
+                let table = self.tables.get(t).map_or("other", |s| &**s);
+                for c in 0..=CODES.len() {
+                    let n = self.requests[(m * tables + t) * (CODES.len() + 1) + c].load(Relaxed);
+                    if n == 0 {
+                        continue;
+                    }
+                    let code = CODES.get(c).map_or("other".to_string(), u16::to_string);
+                    let _ = writeln!(
+                        out,
+                        "apijet_requests_total{{method=\"{method}\",table=\"{table}\",code=\"{code}\"}} {n}"
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP apijet_request_duration_seconds Time from the request's headers to its answer's headers.\n# TYPE apijet_request_duration_seconds histogram\n");
+        for (m, method) in METHODS.iter().enumerate() {
+            if self.latency[m].count.load(Relaxed) > 0 {
+                self.latency[m].render(
+                    &mut out,
+                    "apijet_request_duration_seconds",
+                    &format!("method=\"{method}\""),
+                );
+            }
+        }
+        out.push_str("# HELP apijet_sql_statements_per_request SQL statements run by one read.\n# TYPE apijet_sql_statements_per_request histogram\n");
+        self.statements
+            .render(&mut out, "apijet_sql_statements_per_request", "");
+        let counters: [(&str, &str, u64); 6] = [
+            (
+                "apijet_rows_streamed_total",
+                "Rows sent in streamed lists.",
+                self.rows_streamed.load(Relaxed),
+            ),
+            (
+                "apijet_bytes_streamed_total",
+                "Bytes sent in streamed lists.",
+                self.bytes_streamed.load(Relaxed),
+            ),
+            (
+                "apijet_connections_refused_total",
+                "Connections refused because max_connections were open.",
+                self.connections_refused.load(Relaxed),
+            ),
+            (
+                "apijet_connection_timeouts_total",
+                "Connections closed by the header, body or idle timeout.",
+                self.timeouts.load(Relaxed),
+            ),
+            (
+                "apijet_slow_requests_total",
+                "Requests slower than slow_request_ms.",
+                self.slow_requests.load(Relaxed),
+            ),
+            (
+                "apijet_write_queue_rows_total",
+                "Rows written by the write queue.",
+                exec.queue_rows,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        let gauges: [(&str, &str, i64); 3] = [
+            (
+                "apijet_connections_open",
+                "Client connections open.",
+                self.connections_open.load(Relaxed),
+            ),
+            (
+                "apijet_pool_in_use",
+                "Database connections lent out.",
+                exec.pool_in_use,
+            ),
+            (
+                "apijet_pool_waiting",
+                "Requests waiting for a database connection.",
+                exec.pool_waiting,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP apijet_write_queue_batches_total Group commits of the write queue.\n# TYPE apijet_write_queue_batches_total counter\napijet_write_queue_batches_total {}",
+            exec.queue_batches
+        );
+        let _ = writeln!(
+            out,
+            "# HELP apijet_write_queue_wait_seconds_total Time rows waited in the write queue before their batch started.\n# TYPE apijet_write_queue_wait_seconds_total counter\napijet_write_queue_wait_seconds_total {}",
+            exec.queue_wait_micros as f64 / 1_000_000.0
+        );
+        let _ = writeln!(
+            out,
+            "# HELP apijet_write_queue_batch_rows_max Largest group commit so far.\n# TYPE apijet_write_queue_batch_rows_max gauge\napijet_write_queue_batch_rows_max {}",
+            exec.queue_batch_max
+        );
+        out
+    }
+}

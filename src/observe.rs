@@ -1,0 +1,80 @@
+//! What a request tells the logs and metrics beyond its answer: the tables it names.
+
+use crate::edge::Facts;
+use crate::metrics::Metrics;
+use apijet_request::is_table_key;
+use serde_json::{Map, Value as Json};
+
+/// The tables a request names, for metrics (the first) and the access log (all of them,
+/// only when it is on).
+pub fn note_tables(metrics: &Metrics, map: &Map<String, Json>, facts: &mut Facts) {
+    let mut names = map.iter().flat_map(|(k, v)| {
+        let inner = (k.ends_with("[]"))
+            .then(|| v.as_object())
+            .flatten()
+            .into_iter()
+            .flat_map(|m| m.keys());
+        std::iter::once(k).chain(inner)
+    });
+    fn table(k: &str) -> Option<&str> {
+        let k = k.trim_end_matches("[]");
+        let k = k.split([':', '-']).next().unwrap_or(k);
+        is_table_key(k).then_some(k)
+    }
+    if tracing::enabled!(tracing::Level::INFO) {
+        let all: Vec<&str> = names.filter_map(|k| table(k)).collect();
+        facts.table = all.first().map(|t| metrics.table_index(t));
+        facts.tables = Some(all.join(","));
+    } else {
+        facts.table = names.find_map(|k| table(k)).map(|t| metrics.table_index(t));
+    }
+}
+
+/// Rows in a buffered answer, for the access log: every object under a table key, and every
+/// item of a list. Bounded in depth like the answers themselves.
+pub fn rows_in(v: &Json, depth: usize) -> u64 {
+    if depth > 16 {
+        return 0;
+    }
+    match v {
+        Json::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Json::Object(m) if m.keys().any(|k| is_table_key(k) || k.ends_with("[]")) => {
+                    rows_in(item, depth + 1)
+                }
+                _ => 1,
+            })
+            .sum(),
+        Json::Object(m) => m
+            .iter()
+            .map(|(k, child)| match child {
+                Json::Object(_) if is_table_key(k) => 1 + rows_in(child, depth + 1),
+                Json::Array(_) if k.ends_with("[]") => rows_in(child, depth + 1),
+                _ => 0,
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rows_in;
+    use serde_json::json;
+
+    #[test]
+    fn rows_count_objects_under_tables_and_list_items() {
+        let one = json!({"User": {"id": 1}, "ok": true, "code": 200});
+        assert_eq!(rows_in(&one, 0), 1);
+        let list = json!({"Moment[]": [{"id": 1}, {"id": 2}, {"id": 3}], "code": 200});
+        assert_eq!(rows_in(&list, 0), 3);
+        let joined = json!({"[]": [
+            {"Moment": {"id": 1}, "User": {"id": 7}},
+            {"Moment": {"id": 2}, "User": {"id": 8}, "Comment[]": [{"id": 5}, {"id": 6}]}
+        ]});
+        assert_eq!(rows_in(&joined, 0), 6);
+        let ids = json!({"Moment-id[]": [1, 2]});
+        assert_eq!(rows_in(&ids, 0), 2);
+    }
+}
