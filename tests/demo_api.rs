@@ -7,16 +7,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{demo_databases, Server};
+use support::{on_every_engine, Server};
 
 const CONFIG: &str = "debug = false\nmax_count = 100\n";
-
-fn on_every_engine(test: &str, check: impl Fn(&str, &Server)) {
-    for (name, url) in demo_databases(test) {
-        let server = Server::start(&url, CONFIG);
-        check(name, &server);
-    }
-}
 
 fn get(s: &Server, body: Value) -> Value {
     s.post_json("/get", &body)
@@ -24,7 +17,7 @@ fn get(s: &Server, body: Value) -> Value {
 
 #[test]
 fn reads_on_every_engine() {
-    on_every_engine("reads_on_every_engine", |engine, s| {
+    on_every_engine("reads_on_every_engine", CONFIG, |engine, s| {
         // A single object by id, with JSON columns as JSON and timestamps in the JDBC format.
         let r = get(s, json!({"User": {"id": 82001}}));
         assert_eq!(r["code"], 200, "{engine}: {r}");
@@ -127,7 +120,7 @@ fn reads_on_every_engine() {
 
 #[test]
 fn conditions_on_every_engine() {
-    on_every_engine("conditions_on_every_engine", |engine, s| {
+    on_every_engine("conditions_on_every_engine", CONFIG, |engine, s| {
         let head = |body: Value| s.post_json("/head", &body)["User"]["count"].clone();
         assert_eq!(
             head(json!({"User": {"id>": 82010, "id<=": 82020}})),
@@ -203,7 +196,7 @@ fn conditions_on_every_engine() {
 
 #[test]
 fn refusals_on_every_engine() {
-    on_every_engine("refusals_on_every_engine", |engine, s| {
+    on_every_engine("refusals_on_every_engine", CONFIG, |engine, s| {
         let code = |path: &str, body: &str| s.post(path, body)["code"].clone();
         // Access: Privacy has no public GET, system tables are closed outside debug mode.
         assert_eq!(code("/get", r#"{"Privacy":{"id":82001}}"#), 401, "{engine}");
@@ -282,33 +275,37 @@ fn refusals_on_every_engine() {
 
 #[test]
 fn streamed_lists_match_the_buffered_answer() {
-    on_every_engine("streamed_lists_match_the_buffered_answer", |engine, s| {
-        // `Moment[]` alone streams; adding a reference makes the same rows take the buffered path.
-        let streamed = get(
-            s,
-            json!({"Moment[]": {"count": 50, "Moment": {"@order": "id+"}}}),
-        );
-        let buffered = get(
-            s,
-            json!({"Moment[]": {"count": 50, "Moment": {"@order": "id+"}}, "n@": "Moment[]/0/id"}),
-        );
-        assert_eq!(streamed["Moment[]"], buffered["Moment[]"], "{engine}");
-        assert_eq!(
-            streamed["Moment[]"].as_array().map(Vec::len),
-            Some(50),
-            "{engine}"
-        );
-        let empty = get(s, json!({"Moment[]": {"Moment": {"userId": 1}}}));
-        assert!(
-            empty.get("Moment[]").is_none() && empty["code"] == 200,
-            "{engine}: {empty}"
-        );
-    });
+    on_every_engine(
+        "streamed_lists_match_the_buffered_answer",
+        CONFIG,
+        |engine, s| {
+            // `Moment[]` alone streams; adding a reference makes the same rows take the buffered path.
+            let streamed = get(
+                s,
+                json!({"Moment[]": {"count": 50, "Moment": {"@order": "id+"}}}),
+            );
+            let buffered = get(
+                s,
+                json!({"Moment[]": {"count": 50, "Moment": {"@order": "id+"}}, "n@": "Moment[]/0/id"}),
+            );
+            assert_eq!(streamed["Moment[]"], buffered["Moment[]"], "{engine}");
+            assert_eq!(
+                streamed["Moment[]"].as_array().map(Vec::len),
+                Some(50),
+                "{engine}"
+            );
+            let empty = get(s, json!({"Moment[]": {"Moment": {"userId": 1}}}));
+            assert!(
+                empty.get("Moment[]").is_none() && empty["code"] == 200,
+                "{engine}: {empty}"
+            );
+        },
+    );
 }
 
 #[test]
 fn nested_lists_cost_one_statement_per_level() {
-    on_every_engine("statements_per_level", |engine, s| {
+    on_every_engine("statements_per_level", CONFIG, |engine, s| {
         let feed = |count: u64| {
             json!({"[]": {"count": count, "Moment": {"@column": "id,userId", "@order": "id+"},
                 "User": {"id@": "/Moment/userId", "@column": "id,name"},
@@ -379,7 +376,7 @@ fn nested_lists_cost_one_statement_per_level() {
 #[test]
 fn compressed_streams_arrive_whole() {
     use std::io::{Read, Write};
-    on_every_engine("compressed_streams", |engine, s| {
+    on_every_engine("compressed_streams", CONFIG, |engine, s| {
         let body = r#"{"Moment[]":{"count":100,"Moment":{}}}"#;
         let addr = s
             .url("")

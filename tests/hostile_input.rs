@@ -7,19 +7,12 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::{code, demo_databases, Server};
+use support::{code, on_every_engine, Server};
 
 const CONFIG: &str = "debug = false\nmax_count = 100\n";
 
 /// A refusal this cheap is a length or depth comparison, not a parse or a query.
 const QUICK: Duration = Duration::from_secs(2);
-
-fn on_every_engine(test: &str, check: impl Fn(&str, &Server)) {
-    for (name, url) in demo_databases(test) {
-        let server = Server::start(&url, CONFIG);
-        check(name, &server);
-    }
-}
 
 fn timed(s: &Server, path: &str, body: &str) -> (Value, Duration) {
     let start = Instant::now();
@@ -81,7 +74,7 @@ fn deep_expressions_are_refused_quickly_and_the_server_stays_up() {
             json!({"Moment": {"@having": format!("count(id){}>0", "+1".repeat(400))}}),
         ),
     ];
-    on_every_engine("deep_expressions", |engine, s| {
+    on_every_engine("deep_expressions", CONFIG, |engine, s| {
         for (name, body) in &attacks {
             let body = body.to_string();
             for path in ["/get", "/head"] {
@@ -129,7 +122,7 @@ fn nested_answers_have_a_row_budget_and_memory_stays_flat() {
     let attack = json!({"[]": {"count": 100, "Moment": {},
         "[]": {"count": 100, "Comment": {}, "[]": {"count": 100, "User": {}}}}})
     .to_string();
-    on_every_engine("nested_budget", |engine, s| {
+    on_every_engine("nested_budget", CONFIG, |engine, s| {
         // The largest answer within the budget: 100 moments with 99 comments each, 10,000 rows.
         let idle = s.rss_kib();
         let r = s.post_json(
@@ -177,7 +170,7 @@ fn nested_answers_have_a_row_budget_and_memory_stays_flat() {
 
 #[test]
 fn huge_patterns_and_lists_are_refused_before_the_database() {
-    on_every_engine("huge_patterns", |engine, s| {
+    on_every_engine("huge_patterns", CONFIG, |engine, s| {
         let like =
             json!({"Moment[]": {"Moment": {"content$": format!("%{}%", "a".repeat(500_000))}}})
                 .to_string();

@@ -7,16 +7,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{code, demo_databases, Server};
+use support::{code, on_every_engine, Server};
 
 const CONFIG: &str = "debug = false\n";
-
-fn on_every_engine(test: &str, check: impl Fn(&str, &Server)) {
-    for (name, url) in demo_databases(test) {
-        let server = Server::start(&url, CONFIG);
-        check(name, &server);
-    }
-}
 
 fn get(s: &Server, body: Value) -> Value {
     s.post_json("/get", &body)
@@ -33,7 +26,7 @@ fn items(answer: &Value, table: &str) -> Vec<Value> {
 
 #[test]
 fn functions_windows_case_cast_and_intervals_answer_alike_on_every_engine() {
-    on_every_engine("expr_functions", |engine, s| {
+    on_every_engine("expr_functions", CONFIG, |engine, s| {
         let r = get(
             s,
             json!({"[]": {"count": 3, "Moment": {
@@ -98,7 +91,7 @@ fn functions_windows_case_cast_and_intervals_answer_alike_on_every_engine() {
 
 #[test]
 fn having_forms_group_keys_and_postgres_500s() {
-    on_every_engine("expr_having", |engine, s| {
+    on_every_engine("expr_having", CONFIG, |engine, s| {
         // The reference's key of an unaliased function column is its own SQL text.
         let r = get(
             s,
@@ -202,7 +195,7 @@ fn having_forms_group_keys_and_postgres_500s() {
 
 #[test]
 fn refusals_name_the_function_or_construct() {
-    on_every_engine("expr_refusals", |engine, s| {
+    on_every_engine("expr_refusals", CONFIG, |engine, s| {
         let refused = |column: &str, expect: u16, needle: &str| {
             let r = get(s, json!({"Moment": {"@column": column}}));
             assert_eq!(code(&r), i64::from(expect), "{engine}: {column}: {r}");
@@ -271,7 +264,7 @@ fn refusals_name_the_function_or_construct() {
 
 #[test]
 fn postgres_long_reference_keys_need_an_alias() {
-    on_every_engine("expr_long_keys", |engine, s| {
+    on_every_engine("expr_long_keys", CONFIG, |engine, s| {
         let column = "id;concat(`id`,'^','<','>?|',`userId`,'&','{}',`userId`,'LES+=')";
         let r = get(s, json!({"Moment": {"@column": column, "id": 1001}}));
         let key = "concat(`id`,'^','<','>?|',`userId`,'&','{}',`userId`,'LES+=')";
@@ -303,7 +296,7 @@ fn postgres_long_reference_keys_need_an_alias() {
 
 #[test]
 fn nested_lists_keep_function_columns_when_batched() {
-    on_every_engine("nested_function_columns", |engine, s| {
+    on_every_engine("nested_function_columns", CONFIG, |engine, s| {
         // The batched nested list adds its link column to @column; after a function item that
         // needs `;`, not `,` (which would make `lower(content):c,momentId` one bad item).
         let r = get(

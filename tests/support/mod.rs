@@ -720,6 +720,15 @@ pub fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
     out
 }
 
+/// Runs `check` against a server with `config` on a fresh copy of the demo dataset, once per
+/// engine the rig provides.
+pub fn on_every_engine(test: &str, config: &str, check: impl Fn(&str, &Server)) {
+    for (name, url) in demo_databases(test) {
+        let server = Server::start(&url, config);
+        check(name, &server);
+    }
+}
+
 /// The APIJSON `code` of an answer (-1 when there is none).
 pub fn code(v: &Value) -> i64 {
     v["code"].as_i64().unwrap_or(-1)
