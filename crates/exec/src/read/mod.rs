@@ -9,9 +9,11 @@ mod arrays;
 mod batch;
 mod explain;
 mod keys;
+mod references;
 
 pub use keys::list_key;
 use keys::percent_decode;
+use references::References;
 
 use crate::backend::Backend;
 use crate::functions;
@@ -21,10 +23,10 @@ use apijet_core::Method;
 use apijet_plan::query::Select;
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan, Visitor};
-use apijet_request::{Container, Member, Node, Request, TableEntry, TableObject};
+use apijet_request::{Member, Node, Request, TableEntry, TableObject};
 use apijet_sql::{render, Dialect, Statement};
 use serde_json::{json, Map, Value as Json};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -166,64 +168,6 @@ pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError
         results: out,
         statements: reader.statements.into_inner(),
     })
-}
-
-/// What the request's references can read. Results are kept for references only, and keeping
-/// one is a copy of it (of everything nested in it, for an array), so a result is kept only
-/// when some reference path names its key: an object under its table key, an array when a
-/// reference reads it whole (`"Moment-id[]"`) or by item index (`"[]/0/Moment/id"`); other
-/// arrays are reached through their items' objects.
-#[derive(Default)]
-struct References {
-    whole_arrays: HashSet<String>,
-    keys: HashSet<String>,
-}
-
-impl References {
-    fn path(&mut self, p: &str) {
-        let decoded = percent_decode(p);
-        let segments: Vec<&str> = decoded.split('/').collect();
-        for (i, seg) in segments.iter().enumerate() {
-            let next = segments.get(i + 1);
-            if seg.ends_with("[]") && next.is_none_or(|n| n.parse::<usize>().is_ok()) {
-                self.whole_arrays.insert((*seg).to_string());
-            }
-            self.keys.insert((*seg).to_string());
-        }
-    }
-
-    fn table(&mut self, t: &TableObject) {
-        for e in &t.entries {
-            match e {
-                TableEntry::RefCondition { path, .. } => self.path(path),
-                TableEntry::SubqueryCondition { subquery, .. } => self.collect(&subquery.items),
-                TableEntry::FromSubquery(subquery) => self.collect(&subquery.items),
-                TableEntry::Child(m) => self.member(m),
-                _ => {}
-            }
-        }
-    }
-
-    fn member(&mut self, m: &Member) {
-        match &m.node {
-            Node::Table(t) => self.table(t),
-            Node::Array(a) => self.collect(&a.items),
-            Node::Reference(p) => self.path(p),
-            Node::Subquery(sq) => self.collect(&sq.items),
-            _ => {}
-        }
-    }
-
-    fn collect(&mut self, c: &Container) {
-        for m in &c.members {
-            self.member(m);
-        }
-    }
-
-    /// Whether the object at `path` (ending in its key) may be read by a reference.
-    fn object(&self, path: &str) -> bool {
-        self.keys.contains(path.rsplit('/').next().unwrap_or(path))
-    }
 }
 
 fn join(path: &str, key: &str) -> String {
