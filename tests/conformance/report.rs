@@ -1,0 +1,135 @@
+//! Known failures (`tests/conformance/known-failures.txt`) and the per-stage report.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use super::{Case, Outcome};
+use crate::support::Engine;
+
+/// `tests/conformance/known-failures.txt`: `REF-ID reason`, or `ENGINE/REF-ID reason` for one
+/// engine only (`postgres`, `mysql`); `#` starts a comment line.
+pub(crate) struct KnownFailures {
+    entries: HashMap<(Option<String>, String), String>,
+}
+
+impl KnownFailures {
+    pub(crate) fn read(path: &Path) -> KnownFailures {
+        let text = match fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => panic!("cannot read {}: {e}", path.display()),
+        };
+        let mut entries = HashMap::new();
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let (key, reason) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            let (engine, id) = match key.split_once('/') {
+                Some((engine, id)) => (Some(engine.to_string()), id.to_string()),
+                None => (None, key.to_string()),
+            };
+            entries.insert((engine, id), reason.trim().to_string());
+        }
+        KnownFailures { entries }
+    }
+
+    pub(crate) fn is_listed(&self, engine: Engine, id: &str) -> bool {
+        self.entries.contains_key(&(None, id.to_string()))
+            || self
+                .entries
+                .contains_key(&(Some(engine.name().to_string()), id.to_string()))
+    }
+
+    /// Entries for `engine` that name no replayed case (typos, renamed cases).
+    pub(crate) fn unknown_ids<'a>(
+        &self,
+        engine: Engine,
+        cases: impl IntoIterator<Item = &'a Case>,
+    ) -> Vec<String> {
+        let ids: HashSet<&str> = cases.into_iter().map(|c| c.id.as_str()).collect();
+        let mut unknown: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|(e, id)| {
+                e.as_deref().is_none_or(|e| e == engine.name()) && !ids.contains(id.as_str())
+            })
+            .map(|(e, id)| e.as_ref().map_or(id.clone(), |e| format!("{e}/{id}")))
+            .collect();
+        unknown.sort();
+        unknown
+    }
+}
+
+pub(crate) struct Report {
+    pub(crate) text: String,
+    /// Failed cases not listed as known failures.
+    pub(crate) regressions: Vec<String>,
+}
+
+impl Report {
+    /// The report of one stage, ending with `{title} [ENGINE]` and the counts; `unknown` are the
+    /// known-failures entries that name no replayed case.
+    pub(crate) fn build(
+        engine: Engine,
+        title: &str,
+        cases: &[Case],
+        outcomes: &[Outcome],
+        known: &KnownFailures,
+        unknown: &[String],
+    ) -> Report {
+        let name = engine.name();
+        let (mut text, mut regressions, mut now_passing) = (String::new(), Vec::new(), Vec::new());
+        let (mut passed, mut failed, mut order_dependent) = (0, 0, 0);
+        for (case, outcome) in cases.iter().zip(outcomes) {
+            let listed = known.is_listed(engine, &case.id);
+            match outcome {
+                Outcome::Pass => {
+                    passed += 1;
+                    if listed {
+                        now_passing.push(case.id.as_str());
+                    }
+                }
+                Outcome::Fail(why) => {
+                    failed += 1;
+                    let _ = writeln!(text, "FAIL [{name}] {} {}: {why}", case.id, case.name);
+                    if !listed {
+                        regressions.push(case.id.clone());
+                    }
+                }
+                Outcome::OrderDependent(why) => {
+                    order_dependent += 1;
+                    let _ = writeln!(
+                        text,
+                        "order-dependent [{name}] {} {}: {why}",
+                        case.id, case.name
+                    );
+                }
+            }
+        }
+        for id in now_passing {
+            let _ = writeln!(text, "NOW PASSING (remove from known-failures): {id}");
+        }
+        for id in unknown {
+            let _ = writeln!(
+                text,
+                "known-failures.txt lists {id}, which is not a replayed case"
+            );
+        }
+        for id in &regressions {
+            let _ = writeln!(
+                text,
+                "REGRESSION [{name}] {id}: fails and is not listed in known-failures.txt"
+            );
+        }
+        let _ = writeln!(text, "{title} [{name}]");
+        let _ = writeln!(text, "conformance: {passed} passed, {failed} failed");
+        if order_dependent > 0 {
+            let _ = writeln!(text, "conformance order-dependent: {order_dependent}");
+        }
+        Report { text, regressions }
+    }
+}
