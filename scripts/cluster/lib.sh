@@ -52,21 +52,22 @@ cl_require() {
 
 cl_my() { mariadb --no-defaults -h 127.0.0.1 -P "$1" -u root -N -B -e "$2"; }
 
+# Prints node $1's (index) wsrep state and cluster size, tab-separated.
+cl_galera_state() {
+  cl_my "${CL_MY_PORTS[$1]}" "SHOW STATUS WHERE Variable_name IN ('wsrep_local_state_comment', 'wsrep_cluster_size')" \
+    2>/dev/null | sort | cut -f2 | paste -s -
+}
+
+cl_galera_synced() { [ "$(cl_galera_state "$1")" = "$2"$'\t'Synced ]; }
+
 # Waits until node $1 (index) is synced in a primary component of $2 nodes.
 cl_galera_wait() {
-  local i=$1 want=$2 waited=0 state size
-  while :; do
-    state=$(cl_my "${CL_MY_PORTS[$i]}" "SHOW STATUS LIKE 'wsrep_local_state_comment'" 2>/dev/null | cut -f2)
-    size=$(cl_my "${CL_MY_PORTS[$i]}" "SHOW STATUS LIKE 'wsrep_cluster_size'" 2>/dev/null | cut -f2)
-    [ "$state" = Synced ] && [ "$size" = "$want" ] && return 0
-    if ! kill -0 "${CL_MY_PIDS[$i]}" 2>/dev/null || [ "$waited" -ge "$CL_WAIT" ]; then
-      tail -n 40 "${CL_MY_DIRS[$i]}/server.log" >&2 || true
-      cl_log "Galera node $i not synced in a cluster of $want within ${CL_WAIT}s (state '$state', size '$size')"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  local i=$1 want=$2
+  if ! db_poll "$CL_WAIT" 1 "kill -0 ${CL_MY_PIDS[$i]} 2>/dev/null" cl_galera_synced "$i" "$want"; then
+    tail -n 40 "${CL_MY_DIRS[$i]}/server.log" >&2 || true
+    cl_log "Galera node $i not synced in a cluster of $want within ${CL_WAIT}s (size, state: $(cl_galera_state "$i"))"
+    return 1
+  fi
 }
 
 # The user the Galera nodes run as: as root, `mysql`, since the rsync daemon that receives a state
@@ -126,19 +127,15 @@ cl_galera_kill() {
 }
 
 cl_pg() { "$DB_PG_BIN/psql" -X -q -At -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2"; }
+cl_pg_is() { [ "$(cl_pg "$1" "$2" 2>/dev/null)" = "$3" ]; } # PORT QUERY EXPECTED
 
 # Waits until the server on port $1 answers; $2 = the data directory (for its log).
 cl_pg_wait() {
-  local waited=0
-  until "$DB_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$1" -U postgres; do
-    if [ "$waited" -ge "$CL_WAIT" ]; then
-      tail -n 30 "$2/../server.log" >&2 || true
-      cl_log "PostgreSQL on 127.0.0.1:$1 not ready within ${CL_WAIT}s"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  if ! db_poll "$CL_WAIT" 1 true "$DB_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$1" -U postgres; then
+    tail -n 30 "$2/../server.log" >&2 || true
+    cl_log "PostgreSQL on 127.0.0.1:$1 not ready within ${CL_WAIT}s"
+    return 1
+  fi
 }
 
 cl_pg_start() { # DATA PORT EXTRA-OPTIONS
@@ -179,15 +176,10 @@ cl_pg_up() {
   fi
   cl_pg_start "${CL_PG_DATA[1]}" "${ports[1]}" "" || return 1
   cl_pg_wait "${ports[1]}" "${CL_PG_DATA[1]}" || return 1
-  local waited=0
-  until [ "$(cl_pg "${ports[0]}" "SELECT sync_state FROM pg_stat_replication" 2>/dev/null)" = sync ]; do
-    if [ "$waited" -ge "$CL_WAIT" ]; then
-      cl_log "the standby did not become a synchronous standby within ${CL_WAIT}s"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  if ! db_poll "$CL_WAIT" 1 true cl_pg_is "${ports[0]}" "SELECT sync_state FROM pg_stat_replication" sync; then
+    cl_log "the standby did not become a synchronous standby within ${CL_WAIT}s"
+    return 1
+  fi
   cl_log "PostgreSQL primary on 127.0.0.1:${ports[0]}, synchronous hot standby on 127.0.0.1:${ports[1]}"
 }
 
@@ -197,7 +189,7 @@ cl_pg_fail_over() {
 }
 
 cl_apijet_up() {
-  local dir=$1 i=$2 db=$3 replicas=${4:-} bin port waited=0
+  local dir=$1 i=$2 db=$3 replicas=${4:-} bin port
   bin=$(cl_apijet_bin) || return 1
   port=$(db_free_ports 1)
   mkdir -p "$dir"
@@ -209,20 +201,16 @@ cl_apijet_up() {
   CL_API_PIDS[i]=$!
   CL_API_PORTS[i]=$port
   echo "${CL_API_PIDS[$i]}" >"$dir/apijet$i.pid"
-  until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
-    if ! kill -0 "${CL_API_PIDS[$i]}" 2>/dev/null || [ "$waited" -ge $((CL_WAIT * 5)) ]; then
-      tail -n 20 "$dir/apijet$i.log" >&2
-      cl_log "apijet instance $i did not start"
-      return 1
-    fi
-    sleep 0.2
-    waited=$((waited + 1))
-  done
+  if ! db_poll "$CL_WAIT" 0.2 "kill -0 ${CL_API_PIDS[$i]} 2>/dev/null" curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+    tail -n 20 "$dir/apijet$i.log" >&2
+    cl_log "apijet instance $i did not start"
+    return 1
+  fi
   cl_log "apijet instance $i on 127.0.0.1:$port (db $db${replicas:+, replicas $replicas})"
 }
 
 cl_haproxy_up() {
-  local dir=$1 i waited=0
+  local dir=$1 i
   CL_PROXY_PORT=$(db_free_ports 1)
   mkdir -p "$dir"
   {
@@ -238,15 +226,11 @@ cl_haproxy_up() {
   haproxy -f "$dir/haproxy.cfg" -db </dev/null >"$dir/haproxy.log" 2>&1 &
   CL_PROXY_PID=$!
   echo "$CL_PROXY_PID" >"$dir/haproxy.pid"
-  until curl -s -o /dev/null "http://127.0.0.1:$CL_PROXY_PORT/"; do
-    if ! kill -0 "$CL_PROXY_PID" 2>/dev/null || [ "$waited" -ge 50 ]; then
-      cat "$dir/haproxy.log" >&2
-      cl_log "haproxy did not start"
-      return 1
-    fi
-    sleep 0.2
-    waited=$((waited + 1))
-  done
+  if ! db_poll 10 0.2 "kill -0 $CL_PROXY_PID 2>/dev/null" curl -s -o /dev/null "http://127.0.0.1:$CL_PROXY_PORT/"; then
+    cat "$dir/haproxy.log" >&2
+    cl_log "haproxy did not start"
+    return 1
+  fi
   cl_log "haproxy on 127.0.0.1:$CL_PROXY_PORT over ${#CL_API_PORTS[@]} instances"
 }
 

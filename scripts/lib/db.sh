@@ -7,6 +7,9 @@
 #   db_start_postgres DIR     initdb + pg_ctl start in DIR/pg on a free port; sets DB_PG_PORT
 #   db_start_mariadb DIR      mariadb-install-db + mariadbd in DIR/my on a free port; sets DB_MY_PORT
 #   db_stop_all               stop whatever db_start_* started (safe to call twice, or if nothing ran)
+#   db_poll SECONDS STEP ALIVE CMD...
+#                             run CMD every STEP seconds until it succeeds; fail after SECONDS, or
+#                             as soon as the command string ALIVE fails (the server died)
 #
 # Both servers listen on 127.0.0.1 only, use trust / passwordless root over TCP, run in UTC and
 # trade durability for speed (fsync off). Each start waits a bounded time and fails with the
@@ -20,6 +23,20 @@ DB_PG_DATA=""
 DB_MY_PID=""
 
 db_log() { printf '[db] %s\n' "$*" >&2; }
+
+# ALIVE is evaluated each round, so it may read $db_polled (seconds waited so far), e.g. to give a
+# server a moment to write its pid file before asking whether it is still running.
+db_poll() {
+  local seconds=$1 step=$2 alive=$3 db_polled=0
+  shift 3
+  until "$@" >/dev/null 2>&1; do
+    if awk "BEGIN { exit !($db_polled >= $seconds) }" || ! eval "$alive"; then
+      return 1
+    fi
+    sleep "$step"
+    db_polled=$(awk "BEGIN { print $db_polled + $step }")
+  done
+}
 
 # The newest /usr/lib/postgresql/<version>/bin holding initdb, else the directory of initdb in PATH.
 db_find_pg_bin() {
@@ -102,17 +119,13 @@ db_start_postgres() {
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -W \
     -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c TimeZone=UTC" \
     start >/dev/null
-  local waited=0
-  until "$DB_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; do
-    if [ "$waited" -ge "$DB_WAIT_SECONDS" ] || { [ "$waited" -ge 3 ] &&
-      ! db_as_pg "$DB_PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; }; then
-      tail -n 30 "$dir/server.log" >&2 || true
-      db_log "PostgreSQL did not accept connections on 127.0.0.1:$port within ${DB_WAIT_SECONDS}s"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  if ! db_poll "$DB_WAIT_SECONDS" 1 \
+    "[ \$db_polled -lt 3 ] || db_as_pg '$DB_PG_BIN/pg_ctl' -D '$dir/data' status >/dev/null 2>&1" \
+    "$DB_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; then
+    tail -n 30 "$dir/server.log" >&2 || true
+    db_log "PostgreSQL did not accept connections on 127.0.0.1:$port within ${DB_WAIT_SECONDS}s"
+    return 1
+  fi
   DB_PG_PORT=$port
   db_log "PostgreSQL ready on 127.0.0.1:$port"
 }
@@ -136,16 +149,12 @@ db_start_mariadb() {
     --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --sync-binlog=0 \
     </dev/null >/dev/null 2>&1 &
   DB_MY_PID=$!
-  local waited=0
-  until mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e 'SELECT 1' >/dev/null 2>&1; do
-    if ! kill -0 "$DB_MY_PID" 2>/dev/null || [ "$waited" -ge "$DB_WAIT_SECONDS" ]; then
-      tail -n 30 "$dir/server.log" >&2 || true
-      db_log "MariaDB did not accept connections on 127.0.0.1:$port within ${DB_WAIT_SECONDS}s"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  if ! db_poll "$DB_WAIT_SECONDS" 1 "kill -0 $DB_MY_PID 2>/dev/null" \
+    mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e 'SELECT 1'; then
+    tail -n 30 "$dir/server.log" >&2 || true
+    db_log "MariaDB did not accept connections on 127.0.0.1:$port within ${DB_WAIT_SECONDS}s"
+    return 1
+  fi
   DB_MY_PORT=$port
   db_log "MariaDB ready on 127.0.0.1:$port"
 }
