@@ -9,13 +9,14 @@ use apijet_core::Method;
 use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
-use apijet_exec::read::{read, ReadEnv};
+use apijet_exec::read::{nested_list, read, read_nested, Nested, ReadEnv};
 use apijet_exec::write::{single_insert, single_insert_answer, write, write_in, WriteEnv};
 use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
+use apijet_response::nested::ItemStream;
 use apijet_response::stream::{Chunk, StreamSink};
 use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
@@ -34,6 +35,15 @@ pub enum Answer {
     Counted(Json, usize),
     /// Chunks of a streamed list; the first one decides between data and an error envelope.
     Stream(mpsc::Receiver<Chunk>),
+}
+
+/// What a streamed nested read takes into its task.
+struct NestedRead {
+    req: Request,
+    method: Method,
+    visitor: Option<Visitor>,
+    snapshot: Arc<Snapshot>,
+    reader: Arc<Backend>,
 }
 
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
@@ -365,6 +375,18 @@ impl AppState {
             });
             return Ok(Answer::Stream(rx));
         }
+        if let Some(list) = nested_list(&req, &env) {
+            facts.plan = Some(planning.elapsed());
+            let reader = Arc::clone(reader);
+            let read = NestedRead {
+                req,
+                method,
+                visitor: visitor.cloned(),
+                snapshot,
+                reader,
+            };
+            return Ok(self.stream_nested(read, list));
+        }
         let outcome = match read(&req, &env).await {
             Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
                 // Reads change nothing: a replica that could not answer is retried on the primary.
@@ -378,6 +400,44 @@ impl AppState {
             success(outcome.results, req.format),
             outcome.statements,
         ))
+    }
+
+    /// Answers a nested list item by item (`apijet_exec::read::read_nested`): what is refused
+    /// before its first byte is an error envelope, a failure after it aborts the body.
+    fn stream_nested(self: &Arc<Self>, read: NestedRead, list: Nested) -> Answer {
+        let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
+        let state = Arc::clone(self);
+        tokio::spawn(async move {
+            let NestedRead {
+                req,
+                method,
+                visitor,
+                snapshot,
+                reader,
+            } = read;
+            let mut sink = ItemStream::new(tx.clone(), &list.list_key);
+            let env = state.read_env(&reader, method, visitor.as_ref(), &snapshot);
+            let mut result = read_nested(&req, &env, &mut sink).await;
+            if let Err(e) = &result {
+                if !Arc::ptr_eq(&reader, &state.backend) && unreachable(e) && !sink.started() {
+                    // Reads change nothing: a replica that could not answer is retried on the
+                    // primary.
+                    sink.restart();
+                    let env = state.read_env(&state.backend, method, visitor.as_ref(), &snapshot);
+                    result = read_nested(&req, &env, &mut sink).await;
+                }
+            }
+            match result {
+                Ok(statements) => {
+                    state.metrics.streamed(sink.items(), 0);
+                    let _ = sink.finish(now_ms(), statements).await;
+                }
+                Err(e) => {
+                    let _ = tx.send(Chunk::Fail(e.into())).await;
+                }
+            }
+        });
+        Answer::Stream(rx)
     }
 
     async fn write(

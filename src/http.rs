@@ -74,17 +74,22 @@ pub(crate) async fn send(state: &Shared, answer: Answer, mut facts: Facts) -> Re
         }
         Answer::Stream(rx) => rx,
     };
-    let first = match rx.recv().await {
-        Some(Chunk::Data(b)) => b,
-        Some(Chunk::Fail(e)) => return with_facts(json_response(&state.failure(&e)), facts),
-        None => {
-            let e =
-                apijet_response::ApiError::Unsupported("the list stream ended unexpectedly".into());
-            return with_facts(json_response(&state.failure(&e)), facts);
+    let mut statements = None;
+    let first = loop {
+        match rx.recv().await {
+            Some(Chunk::Data(b)) => break b,
+            Some(Chunk::Statements(n)) => statements = Some(n),
+            Some(Chunk::Fail(e)) => return with_facts(json_response(&state.failure(&e)), facts),
+            None => {
+                let e = apijet_response::ApiError::Unsupported(
+                    "the list stream ended unexpectedly".into(),
+                );
+                return with_facts(json_response(&state.failure(&e)), facts);
+            }
         }
     };
     facts.code = 200;
-    facts.statements = Some(1);
+    facts.statements = Some(statements.unwrap_or(1));
     let metrics = Arc::clone(&state.metrics);
     metrics.streamed_bytes(first.len() as u64);
     let rest = stream::unfold(rx, move |mut rx| {
@@ -99,6 +104,8 @@ pub(crate) async fn send(state: &Shared, answer: Answer, mut facts: Facts) -> Re
                     tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
                     Some((Err(std::io::Error::other(e.to_string())), rx))
                 }
+                // Only ever sent before the first data.
+                Some(Chunk::Statements(_)) => Some((Ok(Bytes::new()), rx)),
                 None => None,
             }
         }
@@ -113,6 +120,10 @@ pub(crate) async fn send(state: &Shared, answer: Answer, mut facts: Facts) -> Re
         Body::from_stream(body),
     )
         .into_response();
+    if let Some(n) = statements {
+        r.headers_mut()
+            .insert("x-apijet-statements", HeaderValue::from(n));
+    }
     r.extensions_mut().insert(facts);
     r
 }

@@ -422,6 +422,35 @@ impl Select {
         }
     }
 
+    /// Makes the order total by adding `key` (a unique column, already checked against the
+    /// schema) last, unless the order names it already, so that pages of the select read one
+    /// after another neither repeat nor skip rows. False when no order can be: a random order,
+    /// a grouped, aggregated or distinct select.
+    pub fn order_totally_by(&mut self, key: &str) -> bool {
+        if self.distinct || !self.group.is_empty() || self.having.is_some() {
+            return false;
+        }
+        let mut named = false;
+        for item in &self.order {
+            match item {
+                OrderItem::Random => return false,
+                OrderItem::By(Expr::Column { name, .. }, _) if name.as_str() == key => named = true,
+                OrderItem::By(..) => {}
+            }
+        }
+        if !named {
+            self.order.push(OrderItem::By(
+                Expr::Column {
+                    table: Some(self.alias.clone()),
+                    name: Ident::new(key),
+                    kind: crate::schema::ColumnKind::Int,
+                },
+                Direction::Asc,
+            ));
+        }
+        true
+    }
+
     /// The rows of many parents at once, `count` per parent from page `page`: the nested array
     /// of every item of a list in one statement instead of one per item. `partition` names the
     /// columns (output names) that tell the parents apart; the answer is ordered by them, then

@@ -4,6 +4,7 @@
 
 mod error;
 mod format;
+pub mod nested;
 pub mod stream;
 
 pub use error::ApiError;

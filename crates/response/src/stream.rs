@@ -23,9 +23,12 @@ pub enum Chunk {
     Data(Bytes),
     /// The request failed; before any data this becomes an error envelope, after it an abort.
     Fail(ApiError),
+    /// How many statements the whole answer ran, when all ran before its first byte (sent
+    /// just before the first `Data`, for the `x-apijet-statements` header).
+    Statements(usize),
 }
 
-const CHUNK: usize = 32 * 1024;
+pub(crate) const CHUNK: usize = 32 * 1024;
 
 /// Encodes rows of a list into JSON chunks.
 pub struct StreamSink {
@@ -83,18 +86,21 @@ impl StreamSink {
 
     /// Writes the closing bytes and the envelope, and sends what is left.
     pub async fn finish(mut self, time_ms: u64) -> Result<(), SinkError> {
-        if self.rows == 0 {
-            self.buf.extend_from_slice(b"{");
-        } else {
-            self.buf.extend_from_slice(b"],");
-        }
-        self.buf
-            .extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
-        self.buf
-            .extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
-        self.buf.extend_from_slice(b"}");
+        close_answer(&mut self.buf, self.rows == 0, time_ms);
         self.flush().await
     }
+}
+
+/// Ends an answer whose list was opened unless `empty`: the list's `]` and the envelope.
+pub(crate) fn close_answer(buf: &mut BytesMut, empty: bool, time_ms: u64) {
+    if empty {
+        buf.extend_from_slice(b"{");
+    } else {
+        buf.extend_from_slice(b"],");
+    }
+    buf.extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
+    buf.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
+    buf.extend_from_slice(b"}");
 }
 
 impl RowSink for StreamSink {

@@ -1,13 +1,19 @@
 //! Arrays (`"key[]": {…}`, protocol §4.1, §7, §12): paging, totals, SQL joins, and items
 //! built in member order, with the members that can be batched computed for all items at once.
+//!
+//! An array is planned first ([`ArrayRun`]), then its rows are read and turned into items
+//! handed to an [`ItemSink`] one by one: collected for the buffered answer, or written out as
+//! they come when the whole answer streams (see `stream`).
 
+use super::stream::ItemSink;
 use super::{join, Reader, Site};
 use crate::ExecError;
 use apijet_core::Method;
 use apijet_plan::array::{self, QueryMode};
+use apijet_plan::query::Select;
 use apijet_plan::{PlanError, TablePlan};
 use apijet_request::{ArrayObject, Member, Node, TableObject};
-use apijet_sql::render;
+use apijet_sql::{render, Statement};
 use serde_json::{json, Map, Value as Json};
 
 /// A vice object of a SQL join whose rows come with the main rows.
@@ -49,6 +55,53 @@ pub(super) struct ArrayOut {
     pub(super) empty: bool,
 }
 
+/// An array planned down to the statement of its page, ready to read its rows.
+pub(super) struct ArrayRun<'r> {
+    a: &'r ArrayObject,
+    arr_path: String,
+    depth: usize,
+    main_member: &'r Member,
+    main: &'r TableObject,
+    pub(super) plan: TablePlan,
+    /// The page's statement (LIMIT count OFFSET page × count).
+    pub(super) select: Select,
+    json_outputs: Vec<String>,
+    item_members: Vec<Member>,
+    carried: Vec<Carried>,
+    quiet: Vec<String>,
+    totals: Option<(Json, Json)>,
+}
+
+impl ArrayRun<'_> {
+    /// At most how many rows one item holds beyond its main row: one per object, `count` per
+    /// array, among the item's members and the main object's children.
+    pub(super) fn rows_per_item(&self, max_count: u64) -> u64 {
+        let weight = |m: &Member| match &m.node {
+            Node::Table(_) => 1,
+            Node::Array(a) => {
+                array::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count)
+            }
+            _ => 0,
+        };
+        let children = self.main.entries.iter().filter_map(|e| match e {
+            apijet_request::TableEntry::Child(m) => Some(weight(m)),
+            _ => None,
+        });
+        1 + self
+            .item_members
+            .iter()
+            .map(weight)
+            .chain(children)
+            .sum::<u64>()
+    }
+}
+
+/// The planning of an array: its rows to read, or an answer known without them.
+pub(super) enum Prepared<'r> {
+    Run(Box<ArrayRun<'r>>),
+    Done(Box<ArrayOut>),
+}
+
 impl Reader<'_> {
     pub(super) async fn array(
         &mut self,
@@ -57,6 +110,27 @@ impl Reader<'_> {
         container: &str,
         depth: usize,
     ) -> Result<ArrayOut, ExecError> {
+        let run = match self.prepare_array(a, key, container, depth).await? {
+            Prepared::Done(out) => return Ok(*out),
+            Prepared::Run(run) => run,
+        };
+        let mut items: Vec<Json> = Vec::new();
+        self.run_items(&run, None, &mut items).await?;
+        Ok(ArrayOut {
+            empty: items.is_empty(),
+            value: (!items.is_empty()).then_some(Json::Array(items)),
+            totals: run.totals,
+        })
+    }
+
+    /// Plans an array: paging, its main object, SQL joins, and totals.
+    pub(super) async fn prepare_array<'r>(
+        &mut self,
+        a: &'r ArrayObject,
+        key: &str,
+        container: &str,
+        depth: usize,
+    ) -> Result<Prepared<'r>, ExecError> {
         let arr_path = join(container, key);
         if !matches!(self.env.method, Method::Get | Method::Gets) {
             return Err(ExecError::Forbidden(format!(
@@ -80,13 +154,15 @@ impl Reader<'_> {
             let mut resolve = |p: &str| self.resolve(p, container);
             plan.select(&mut resolve)?
         };
-        let empty = ArrayOut {
-            value: None,
-            totals: None,
-            empty: true,
+        let empty = || {
+            Prepared::Done(Box::new(ArrayOut {
+                value: None,
+                totals: None,
+                empty: true,
+            }))
         };
         let Some(mut select) = select else {
-            return Ok(empty);
+            return Ok(empty());
         };
         let mut joined = false;
         let mut item_members: Vec<Member> = a.items.members.get(1..).unwrap_or_default().to_vec();
@@ -127,7 +203,7 @@ impl Reader<'_> {
                 }
                 let vice_plan = TablePlan::new(vice, &self.ctx())?;
                 let Some(vice_select) = vice_plan.select_without_refs()? else {
-                    return Ok(empty);
+                    return Ok(empty());
                 };
                 // A grouped join answers one row per group: which vice row MySQL pairs with it
                 // is arbitrary and PostgreSQL refuses the ungrouped columns, so the vice
@@ -187,16 +263,113 @@ impl Reader<'_> {
         }
         if paging.mode == QueryMode::Total || total.is_some_and(|t| t <= paging.count * paging.page)
         {
-            return Ok(ArrayOut {
+            return Ok(Prepared::Done(Box::new(ArrayOut {
                 value: None,
                 totals,
                 empty: paging.mode != QueryMode::Total,
-            });
+            })));
         }
         select.limit = Some(paging.count);
         select.offset = paging.page * paging.count;
-        let stmt = render(self.env.dialect, &select);
-        let mut rows = self.rows(&stmt, &json_outputs).await?;
+        Ok(Prepared::Run(Box::new(ArrayRun {
+            a,
+            arr_path,
+            depth,
+            main_member,
+            main,
+            plan,
+            select,
+            json_outputs,
+            item_members,
+            carried,
+            quiet,
+            totals,
+        })))
+    }
+
+    /// Reads the rows of a planned array and hands its items to `out`, in order. With `chunk`,
+    /// the page is read `chunk` rows at a time (its select must be totally ordered), each
+    /// chunk's items built, handed on and forgotten before the next: what the answer holds at
+    /// once no longer grows with the page.
+    pub(super) async fn run_items<S: ItemSink>(
+        &mut self,
+        run: &ArrayRun<'_>,
+        chunk: Option<u64>,
+        out: &mut S,
+    ) -> Result<(), ExecError> {
+        let quiet_before = self.quiet_explain.len();
+        self.quiet_explain.extend(run.quiet.iter().cloned());
+        let result = self.read_chunks(run, chunk, out).await;
+        self.quiet_explain.truncate(quiet_before);
+        result
+    }
+
+    async fn read_chunks<S: ItemSink>(
+        &mut self,
+        run: &ArrayRun<'_>,
+        chunk: Option<u64>,
+        out: &mut S,
+    ) -> Result<(), ExecError> {
+        let count = run.select.limit.unwrap_or(0);
+        let step = chunk.filter(|&c| c < count);
+        let item_prefix = format!("{}/", run.arr_path);
+        let mut done = 0u64;
+        loop {
+            let mut select = run.select.clone();
+            let want = match step {
+                Some(step) => {
+                    let want = step.min(count - done);
+                    select.limit = Some(want);
+                    select.offset = run.select.offset + done;
+                    want
+                }
+                None => count,
+            };
+            let stmt = render(self.env.dialect, &select);
+            let rows = self.rows(&stmt, &run.json_outputs).await?;
+            let read = rows.len() as u64;
+            if rows.is_empty() && done == 0 && run.plan.explain {
+                // No row, but the statement and its plan are still answered, in the list's shape.
+                let explained = json!({ "@explain": self.explain(&stmt).await? });
+                let item = match run.a.key.table.is_some() {
+                    true => explained,
+                    false => json!({ run.main_member.key.clone(): explained }),
+                };
+                out.item(item);
+                return Ok(());
+            }
+            self.chunk_items(run, rows, done as usize, &stmt, out)
+                .await?;
+            done += read;
+            if step.is_none() || read < want || done >= count {
+                return Ok(());
+            }
+            // Later items cannot refer to these (see `stream`): their kept results go.
+            self.results.retain(|k, _| !k.starts_with(&item_prefix));
+        }
+    }
+
+    /// Builds the items of `rows`, the rows from index `base` of the page, and hands them on.
+    async fn chunk_items<S: ItemSink>(
+        &mut self,
+        run: &ArrayRun<'_>,
+        mut rows: Vec<Map<String, Json>>,
+        base: usize,
+        stmt: &Statement,
+        out: &mut S,
+    ) -> Result<(), ExecError> {
+        let ArrayRun {
+            a,
+            arr_path,
+            depth,
+            main_member,
+            main,
+            plan,
+            item_members,
+            carried,
+            ..
+        } = run;
+        let (arr_path, depth) = (arr_path.as_str(), *depth);
         // Each row's vice columns, split off into the vice rows SQL paired the row with.
         let vice_rows: Vec<Vec<Map<String, Json>>> = rows
             .iter_mut()
@@ -207,34 +380,19 @@ impl Reader<'_> {
                     .collect()
             })
             .collect();
-        if rows.is_empty() && plan.explain {
-            // No row, but the statement and its plan are still answered, in the list's shape.
-            let explained = json!({ "@explain": self.explain(&stmt).await? });
-            let item = match a.key.table.is_some() {
-                true => explained,
-                false => json!({ main_member.key.clone(): explained }),
-            };
-            return Ok(ArrayOut {
-                value: Some(Json::Array(vec![item])),
-                totals,
-                empty: false,
-            });
-        }
-        let mut items = Vec::with_capacity(rows.len());
-        let quiet_before = self.quiet_explain.len();
-        self.quiet_explain.extend(quiet);
         // First every item's main object, then each other member for all items at once where
         // one statement can serve them (see `batch`), then the items in member order.
         let mut mains = Vec::with_capacity(rows.len());
         for (i, row) in rows.into_iter().enumerate() {
+            let i = base + i;
             let main_path = join(&format!("{arr_path}/{i}"), &main_member.key);
-            self.scopes.push((arr_path.clone(), i));
+            self.scopes.push((arr_path.to_string(), i));
             let site = Site {
                 path: &main_path,
                 depth: depth + 1,
                 explain: plan.explain && i == 0,
             };
-            let result = self.finish_object(main, &plan, row, &stmt, site).await;
+            let result = self.finish_object(main, plan, row, stmt, site).await;
             self.scopes.pop();
             mains.push(result?);
         }
@@ -245,92 +403,99 @@ impl Reader<'_> {
                     v = v.get(seg).cloned().unwrap_or(Json::Null);
                 }
                 if !v.is_null() {
-                    items.push(v);
+                    out.item(v);
+                    self.flush_items(out).await?;
                 }
             }
-        } else {
-            // Members filled from the joined rows need no statement of their own.
-            let to_batch: Vec<Member> = item_members
-                .iter()
-                .enumerate()
-                .map(|(m, member)| match carried.iter().any(|c| c.member == m) {
-                    true => Member {
-                        key: member.key.clone(),
-                        node: Node::Value(Json::Null),
-                    },
-                    false => member.clone(),
-                })
-                .collect();
-            let batched = self
-                .batch_members(&to_batch, &main_member.key, &arr_path, &mains)
-                .await?;
-            let mut vice_rows_of = vice_rows;
-            for (i, main_obj) in mains.into_iter().enumerate() {
-                let item_path = format!("{arr_path}/{i}");
-                let mut item_out = Map::new();
-                item_out.insert(main_member.key.clone(), Json::Object(main_obj));
-                self.scopes.push((arr_path.clone(), i));
-                for (m, member) in item_members.iter().enumerate() {
-                    if let Some(c) = carried.iter().position(|c| c.member == m) {
-                        let vice_row = std::mem::take(&mut vice_rows_of[i][c]);
-                        if vice_row.is_empty() {
-                            continue;
-                        }
-                        let carried = &carried[c];
-                        let vice_path = join(&item_path, &member.key);
-                        let site = Site {
-                            path: &vice_path,
-                            depth: depth + 1,
-                            explain: false,
-                        };
-                        let r = self
-                            .finish_object(&carried.object, &carried.plan, vice_row, &stmt, site)
-                            .await;
-                        match r {
-                            Ok(obj) => {
-                                // `@drop`: referable, not answered.
-                                if !carried.plan.drop {
-                                    item_out.insert(member.key.clone(), Json::Object(obj));
-                                }
-                            }
-                            Err(e) => {
-                                self.scopes.pop();
-                                return Err(e);
-                            }
-                        }
+            return Ok(());
+        }
+        // Members filled from the joined rows need no statement of their own.
+        let to_batch: Vec<Member> = item_members
+            .iter()
+            .enumerate()
+            .map(|(m, member)| match carried.iter().any(|c| c.member == m) {
+                true => Member {
+                    key: member.key.clone(),
+                    node: Node::Value(Json::Null),
+                },
+                false => member.clone(),
+            })
+            .collect();
+        let mut batched = self
+            .batch_members(&to_batch, &main_member.key, arr_path, &mains)
+            .await?;
+        let mut vice_rows_of = vice_rows;
+        for (i, main_obj) in mains.into_iter().enumerate() {
+            let at = base + i;
+            let item_path = format!("{arr_path}/{at}");
+            let mut item_out = Map::new();
+            item_out.insert(main_member.key.clone(), Json::Object(main_obj));
+            self.scopes.push((arr_path.to_string(), at));
+            for (m, member) in item_members.iter().enumerate() {
+                if let Some(c) = carried.iter().position(|c| c.member == m) {
+                    let vice_row = std::mem::take(&mut vice_rows_of[i][c]);
+                    if vice_row.is_empty() {
                         continue;
                     }
-                    let r = match batched.get(m).and_then(Option::as_ref) {
-                        Some(values) => {
-                            if let Some(v) = values.get(i).cloned().flatten() {
-                                let path = join(&item_path, &member.key);
-                                if self.refs.object(&path) {
-                                    self.results.insert(path, v.clone());
-                                }
-                                item_out.insert(member.key.clone(), v);
-                            }
-                            Ok(true)
-                        }
-                        None => {
-                            let one = std::slice::from_ref(member);
-                            self.container(one, &item_path, &mut item_out, depth + 1, false)
-                                .await
-                        }
+                    let carried = &carried[c];
+                    let vice_path = join(&item_path, &member.key);
+                    let site = Site {
+                        path: &vice_path,
+                        depth: depth + 1,
+                        explain: false,
                     };
-                    if let Err(e) = r {
-                        self.scopes.pop();
-                        return Err(e);
+                    let r = self
+                        .finish_object(&carried.object, &carried.plan, vice_row, stmt, site)
+                        .await;
+                    match r {
+                        Ok(obj) => {
+                            // `@drop`: referable, not answered.
+                            if !carried.plan.drop {
+                                item_out.insert(member.key.clone(), Json::Object(obj));
+                            }
+                        }
+                        Err(e) => {
+                            self.scopes.pop();
+                            return Err(e);
+                        }
                     }
+                    continue;
                 }
-                self.scopes.pop();
-                items.push(Json::Object(item_out));
+                let r = match batched.get_mut(m).and_then(Option::as_mut) {
+                    Some(values) => {
+                        // Each item's value is taken once: the batch is not kept past its item.
+                        if let Some(v) = values.get_mut(i).and_then(Option::take) {
+                            let path = join(&item_path, &member.key);
+                            if self.refs.object(&path) {
+                                self.results.insert(path, v.clone());
+                            }
+                            item_out.insert(member.key.clone(), v);
+                        }
+                        Ok(true)
+                    }
+                    None => {
+                        let one = std::slice::from_ref(member);
+                        self.container(one, &item_path, &mut item_out, depth + 1, false)
+                            .await
+                    }
+                };
+                if let Err(e) = r {
+                    self.scopes.pop();
+                    return Err(e);
+                }
             }
+            self.scopes.pop();
+            out.item(Json::Object(item_out));
+            self.flush_items(out).await?;
         }
-        self.quiet_explain.truncate(quiet_before);
-        Ok(ArrayOut {
-            empty: items.is_empty(),
-            value: (!items.is_empty()).then_some(Json::Array(items)),
-            totals,
-        })
+        Ok(())
+    }
+
+    /// Hands buffered items on once the answer may start (see `stream`).
+    async fn flush_items<S: ItemSink>(&self, out: &mut S) -> Result<(), ExecError> {
+        if out.wants_flush() && self.may_send() {
+            out.flush().await.map_err(|_| ExecError::ClientGone)?;
+        }
+        Ok(())
     }
 }

@@ -10,10 +10,12 @@ mod batch;
 mod explain;
 mod keys;
 mod references;
+mod stream;
 
 pub use keys::list_key;
 use keys::percent_decode;
 use references::References;
+pub use stream::{nested_list, read_nested, ItemSink, Nested};
 
 use crate::backend::Backend;
 use crate::functions;
@@ -67,6 +69,9 @@ struct Reader<'a> {
     /// What references read: array keys read whole or by index, and every key named on a
     /// reference path; see [`References`].
     refs: References,
+    /// For a streamed answer, the budget bytes past which its items may be sent before it is
+    /// complete (see `stream`); `None` holds everything until the end.
+    send_after: Option<usize>,
 }
 
 /// Runs one planned SELECT and collects its rows as JSON objects (internal lookups).
@@ -140,26 +145,7 @@ pub struct Outcome {
 /// Runs a GET/HEAD request.
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
     apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    let mut reader = Reader {
-        env,
-        global_role: req.global("role"),
-        global_explain: req
-            .global("explain")
-            .and_then(Json::as_bool)
-            .unwrap_or(false),
-        results: HashMap::new(),
-        scopes: Vec::new(),
-        subqueries: HashMap::new(),
-        quiet_explain: Vec::new(),
-        refs: {
-            let mut refs = References::default();
-            refs.collect(&req.root);
-            refs
-        },
-        statements: Default::default(),
-        held_rows: Default::default(),
-        held_bytes: Default::default(),
-    };
+    let mut reader = Reader::new(req, env);
     let mut out = Map::new();
     reader
         .container(&req.root.members, "", &mut out, 1, true)
@@ -187,6 +173,37 @@ pub(crate) struct Site<'p> {
 }
 
 impl<'a> Reader<'a> {
+    fn new(req: &'a Request, env: &'a ReadEnv<'a>) -> Reader<'a> {
+        Reader {
+            env,
+            global_role: req.global("role"),
+            global_explain: req
+                .global("explain")
+                .and_then(Json::as_bool)
+                .unwrap_or(false),
+            results: HashMap::new(),
+            scopes: Vec::new(),
+            subqueries: HashMap::new(),
+            quiet_explain: Vec::new(),
+            refs: {
+                let mut refs = References::default();
+                refs.collect(&req.root);
+                refs
+            },
+            statements: Default::default(),
+            held_rows: Default::default(),
+            held_bytes: Default::default(),
+            send_after: None,
+        }
+    }
+
+    /// Whether a streamed answer has used enough of its budget that its items may go out
+    /// before it is complete.
+    fn may_send(&self) -> bool {
+        self.send_after
+            .is_some_and(|after| self.held_bytes.load(std::sync::atomic::Ordering::Relaxed) > after)
+    }
+
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             schema: self.env.schema,

@@ -1,0 +1,127 @@
+//! Nested lists answered as they are read: `{"[]":{"count":N,"Moment":{…},"User":{…},
+//! "Comment[]":{…}}}` and the like, a list alone at the root whose items hold more than
+//! their row.
+//!
+//! The items are built exactly as for the buffered answer (same planning, batching and
+//! references, see `arrays`), but handed to an [`ItemSink`] one by one, which encodes each
+//! and forgets it. A page longer than one chunk of parents is read a chunk at a time, with one
+//! statement per nesting level per chunk, so what the answer holds at once does not grow with
+//! the page.
+//!
+//! The answer is held back until it is complete, or until it has used [`HOLD_BYTES`] of its
+//! `max_answer_bytes` budget: under the default budget (16 MiB) every refusal, a budget
+//! overrun included, is still an error envelope. Only when an operator raises the budget past
+//! that can a read go wrong after the first byte, and the sink then aborts the body.
+//!
+//! Items may refer to their own objects and to their parents, never to other items: a
+//! reference naming the list with an index (`"[]/0/Moment/id"`) keeps the buffered path, and
+//! the results kept for references are dropped with each chunk.
+
+use super::arrays::Prepared;
+use super::references::References;
+use super::{ReadEnv, Reader};
+use crate::sink::SinkError;
+use crate::ExecError;
+use apijet_core::Method;
+use apijet_plan::array::{self, QueryMode};
+use apijet_plan::PlanError;
+use apijet_request::{Node, Request};
+use serde_json::Value as Json;
+use std::future::Future;
+
+/// Budget bytes of a streamed answer held back before it may be sent incomplete (the default
+/// `max_answer_bytes`).
+pub const HOLD_BYTES: usize = 16 << 20;
+
+/// About how many rows a chunk of parents brings at most with its nested rows.
+const CHUNK_ROWS: u64 = 10_000;
+
+/// Most parents read by one statement.
+const CHUNK_PARENTS: u64 = 1_000;
+
+/// Where the items of an array go as they are built.
+pub trait ItemSink: Send {
+    /// Takes the next item.
+    fn item(&mut self, item: Json);
+
+    /// True when enough is buffered that [`ItemSink::flush`] should run.
+    fn wants_flush(&self) -> bool {
+        false
+    }
+
+    /// Hands buffered output on; may wait for the consumer.
+    fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
+        async { Ok(()) }
+    }
+}
+
+impl ItemSink for Vec<Json> {
+    fn item(&mut self, item: Json) {
+        self.push(item);
+    }
+}
+
+/// A nested list to stream.
+pub struct Nested {
+    /// The response key of the list (`[]`, `Moment[]`).
+    pub list_key: String,
+}
+
+/// The list of `req` that can stream item by item, or `None` for the buffered path (plain
+/// lists stream through [`crate::list_query`] first).
+pub fn nested_list(req: &Request, env: &ReadEnv<'_>) -> Option<Nested> {
+    if req.format || !matches!(env.method, Method::Get | Method::Gets) {
+        return None;
+    }
+    let [member] = req.root.members.as_slice() else {
+        return None;
+    };
+    let Node::Array(a) = &member.node else {
+        return None;
+    };
+    let opts = env.options;
+    let paging = array::paging(a, &member.key, opts.max_count, opts.max_page).ok()?;
+    if paging.mode != QueryMode::Rows || a.join.is_some() || opts.max_arrays == 0 {
+        return None;
+    }
+    let mut refs = References::default();
+    refs.collect(&req.root);
+    if refs.whole_arrays.contains(&member.key) {
+        return None;
+    }
+    Some(Nested {
+        list_key: member.key.clone(),
+    })
+}
+
+/// Reads the list `nested_list` recognized, handing its items to `out`; returns the
+/// statements it ran.
+pub async fn read_nested<S: ItemSink>(
+    req: &Request,
+    env: &ReadEnv<'_>,
+    out: &mut S,
+) -> Result<usize, ExecError> {
+    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    let [member] = req.root.members.as_slice() else {
+        return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
+    };
+    let Node::Array(a) = &member.node else {
+        return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
+    };
+    let mut reader = Reader::new(req, env);
+    reader.send_after = Some(env.options.max_answer_bytes.min(HOLD_BYTES));
+    if let Prepared::Run(mut run) = reader.prepare_array(a, &member.key, "", 1).await? {
+        let per_item = run.rows_per_item(env.options.max_count);
+        let chunk = (CHUNK_ROWS / per_item).clamp(1, CHUNK_PARENTS);
+        let count = run.select.limit.unwrap_or(0);
+        let key = run.plan.table.column("id").map(|c| c.name.clone());
+        // Chunks need a total order; a select that cannot have one is read whole.
+        let chunked = chunk < count
+            && !run.plan.aggregate
+            && key.is_some_and(|k| run.select.order_totally_by(&k));
+        reader
+            .run_items(&run, chunked.then_some(chunk), out)
+            .await?;
+    }
+    Ok(reader.statements.into_inner())
+}
