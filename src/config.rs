@@ -31,9 +31,9 @@ pub struct Config {
     pub max_pattern_length: usize,
     /// Most items in one value list.
     pub max_list_items: usize,
-    /// Most rows one buffered answer holds across its nesting levels.
+    /// Most rows one nested answer holds across its nesting levels.
     pub max_rows: usize,
-    /// Most bytes (approximately) one buffered answer holds.
+    /// Most bytes (approximately) one nested answer holds.
     pub max_answer_bytes: usize,
     /// Statement timeout in milliseconds (0 = none).
     pub statement_timeout_ms: u64,

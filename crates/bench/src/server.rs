@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 pub struct ServerConfig {
     pub max_count: u64,
     pub write_queue: bool,
+    /// `max_rows` and `max_answer_bytes` when not the defaults (the operator's cap on one
+    /// answer).
+    pub answer_cap: Option<(u64, u64)>,
 }
 
 impl ServerConfig {
@@ -27,9 +30,13 @@ impl ServerConfig {
              max_batch = 1000\n\
              statement_timeout_ms = 0\n\
              token_secret = \"apijet-bench-secret\"\n\
-             write_queue = {}\n",
+             write_queue = {}\n{}",
             self.max_count.max(100),
-            self.write_queue
+            self.write_queue,
+            self.answer_cap
+                .map_or(String::new(), |(rows, bytes)| format!(
+                    "max_rows = {rows}\nmax_answer_bytes = {bytes}\n"
+                ))
         )
     }
 }

@@ -48,9 +48,9 @@ pub struct PlanOptions {
     pub max_arrays: usize,
     /// Bounds on expression texts and patterns.
     pub expr: ExprLimits,
-    /// Most rows one buffered answer may hold, across all its nesting levels.
+    /// Most rows one nested answer may hold, across all its nesting levels.
     pub max_rows: usize,
-    /// Most bytes (approximately) one buffered answer may hold.
+    /// Most bytes (approximately) one nested answer may hold.
     pub max_answer_bytes: usize,
     /// The raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP),
     /// set by the operator; empty refuses every `@raw`.

@@ -39,6 +39,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         &ServerConfig {
             max_count: max_n,
             write_queue: true,
+            answer_cap: None,
         },
     )?;
     std::thread::sleep(Duration::from_millis(300));

@@ -2,15 +2,26 @@
 //! Comments (`Comment[]` by `momentId@`), at several page sizes. The server reports the SQL
 //! statements it ran in the `x-apijet-statements` header; the goal is that this count does not
 //! grow with the page size (at most one statement per nesting level).
+//!
+//! Then one server with the answer cap raised ([`BIG_CAP`]) answers ever longer pages, up to
+//! every moment at once, each read to its last byte, and its peak RSS is measured per size:
+//! nested answers stream, so the peak should stay within [`FLAT_MIB`] of idle at every size.
 
-use super::{empty_report, measure_level, verify, warm_up, Ctx, Level};
+use super::{empty_report, measure_level, short_n, verify, warm_up, Ctx, Level};
+use crate::http::Client;
 use crate::report::ScenarioReport;
 use crate::rng::Rng;
-use crate::server::ServerConfig;
+use crate::server::{Server, ServerConfig};
 use std::sync::Arc;
 
 pub const GOAL: &str =
     "SQL statements per request independent of the page size (≤ 1 per nesting level: 3)";
+
+/// `max_rows` and `max_answer_bytes` of the server answering whole-table pages.
+const BIG_CAP: (u64, u64) = (1_000_000, 1 << 30);
+
+/// How far above idle the peak RSS may go at any size.
+const FLAT_MIB: f64 = 64.0;
 
 /// The request for page `page` of `size` moments.
 pub fn request(size: u64, page: u64) -> String {
@@ -33,7 +44,108 @@ pub async fn run(ctx: &Ctx<'_>) -> ScenarioReport {
     if let Err(e) = body(ctx, &mut r).await {
         r.error = Some(e);
     }
+    if r.error.is_none() {
+        if let Err(e) = peak_per_size(ctx, &mut r).await {
+            r.error = Some(e);
+        }
+    }
     r
+}
+
+/// Peak RSS of one server answering a page of 1%, 10% and 100% of the moments.
+async fn peak_per_size(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
+    let moments = ctx.settings.demo.moments;
+    let mut sizes: Vec<u64> = [moments / 100, moments / 10, moments]
+        .into_iter()
+        .filter(|&n| n > 0)
+        .collect();
+    sizes.dedup();
+    let server = ctx.server(
+        "nested-big",
+        &ServerConfig {
+            max_count: moments,
+            write_queue: true,
+            answer_cap: Some(BIG_CAP),
+        },
+    )?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let idle_kib = server.status_kib("VmRSS").unwrap_or(0);
+    let mut above = Vec::new();
+    for &n in &sizes {
+        server.reset_peak();
+        let sampler = server.sample_rss();
+        let (items, bytes) = read_items(&server, &request(n, 0)).await?;
+        let peak_kib = sampler.stop().max(server.status_kib("VmHWM").unwrap_or(0));
+        if items != n {
+            return Err(format!("a page of {n} moments answered {items} items"));
+        }
+        let (peak, over) = (
+            peak_kib as f64 / 1024.0,
+            peak_kib.saturating_sub(idle_kib) as f64 / 1024.0,
+        );
+        println!(
+            "[bench] {}: nested page of {} moments ({:.1} MB of JSON): peak RSS {peak:.1} MiB, \
+             {over:.1} MiB above idle",
+            ctx.engine(),
+            short_n(n),
+            bytes as f64 / 1e6
+        );
+        r.notes.push(format!(
+            "peak RSS for a page of {} moments with their users and comments ({:.1} MB of \
+             JSON, answer cap max_rows={}, max_answer_bytes={}): {peak:.1} MiB, {over:.1} MiB \
+             above idle",
+            short_n(n),
+            bytes as f64 / 1e6,
+            BIG_CAP.0,
+            BIG_CAP.1
+        ));
+        above.push((n, over));
+    }
+    let worst = above.iter().map(|a| a.1).fold(0.0f64, f64::max);
+    r.verdicts.push(format!(
+        "{}: peak RSS at most {worst:.1} MiB above idle ({:.1} MiB) for pages of {} moments \
+         (goal: within {FLAT_MIB} MiB at every size)",
+        if worst <= FLAT_MIB { "met" } else { "missed" },
+        idle_kib as f64 / 1024.0,
+        above
+            .iter()
+            .map(|a| short_n(a.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok(())
+}
+
+/// Reads a nested answer to its last byte without holding it; returns its items (one
+/// `{"Moment":` each) and bytes, after checking it is a successful `[]` list.
+async fn read_items(server: &Server, body: &str) -> Result<(u64, u64), String> {
+    let mut client = Client::new(server.addr);
+    let needle = b"{\"Moment\":";
+    let (mut count, mut carry, mut head, mut tail) = (0u64, Vec::new(), Vec::new(), Vec::new());
+    let h = client
+        .request("POST", "/get", &[], body.as_bytes(), &mut |b| {
+            if head.len() < 64 {
+                head.extend_from_slice(&b[..b.len().min(64)]);
+            }
+            carry.extend_from_slice(b);
+            count += carry.windows(needle.len()).filter(|w| *w == needle).count() as u64;
+            let keep = carry.len().saturating_sub(needle.len() - 1);
+            carry.drain(..keep);
+            tail.extend_from_slice(&b[b.len().saturating_sub(256)..]);
+            let cut = tail.len().saturating_sub(256);
+            tail.drain(..cut);
+        })
+        .await
+        .map_err(|e| format!("POST /get (nested page): {e}"))?;
+    let tail = String::from_utf8_lossy(&tail);
+    if h.status != 200 || !head.starts_with(b"{\"[]\":[") || !tail.contains("\"code\":200") {
+        return Err(format!(
+            "the nested answer is not a successful [] list (HTTP {}): {}…{tail}",
+            h.status,
+            String::from_utf8_lossy(&head)
+        ));
+    }
+    Ok((count, h.bytes))
 }
 
 async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
@@ -42,6 +154,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         &ServerConfig {
             max_count: 100,
             write_queue: true,
+            answer_cap: None,
         },
     )?;
     let c = ctx.settings.nested_connections;

@@ -66,6 +66,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         &ServerConfig {
             max_count: 100,
             write_queue: true,
+            answer_cap: None,
         },
     )?;
     let statements = verify(server.addr, "/get", &[], &bodies, 5, &|v| {
@@ -274,6 +275,7 @@ async fn handwritten(
         &ServerConfig {
             max_count: 100,
             write_queue: true,
+            answer_cap: None,
         },
     )?;
     same_answers(

@@ -107,6 +107,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         &ServerConfig {
             max_count: 100,
             write_queue: true,
+            answer_cap: None,
         },
     )?;
     let auth = login(server.addr).await?;

@@ -8,10 +8,11 @@
 //! statement per nesting level per chunk, so what the answer holds at once does not grow with
 //! the page.
 //!
-//! The answer is held back until it is complete, or until it has used [`HOLD_BYTES`] of its
-//! `max_answer_bytes` budget: under the default budget (16 MiB) every refusal, a budget
-//! overrun included, is still an error envelope. Only when an operator raises the budget past
-//! that can a read go wrong after the first byte, and the sink then aborts the body.
+//! Under a byte cap (`max_answer_bytes`) of up to [`HOLD_BYTES`], the default, the answer is
+//! held back until complete, so every refusal, a cap overrun included, is still an error
+//! envelope. An operator who raises the cap past that asks for answers too large to hold: they
+//! are held only for their first [`EARLY_BYTES`], and a read that goes wrong after the first
+//! byte aborts the body (the sink's work), never closes a valid but truncated answer.
 //!
 //! Items may refer to their own objects and to their parents, never to other items: a
 //! reference naming the list with an index (`"[]/0/Moment/id"`) keeps the buffered path, and
@@ -29,15 +30,22 @@ use apijet_request::{Node, Request};
 use serde_json::Value as Json;
 use std::future::Future;
 
-/// Budget bytes of a streamed answer held back before it may be sent incomplete (the default
+/// The largest byte cap under which a streamed answer is held back until complete (the default
 /// `max_answer_bytes`).
 pub const HOLD_BYTES: usize = 16 << 20;
 
+/// Budget bytes held back under a larger cap before an answer may be sent incomplete.
+pub const EARLY_BYTES: usize = 1 << 20;
+
 /// About how many rows a chunk of parents brings at most with its nested rows.
-const CHUNK_ROWS: u64 = 10_000;
+const CHUNK_ROWS: u64 = 5_000;
 
 /// Most parents read by one statement.
 const CHUNK_PARENTS: u64 = 1_000;
+
+/// Fewest parents read by one statement: a page within the default `max_count` is never
+/// split, so it runs exactly the statements of the buffered answer.
+const MIN_CHUNK_PARENTS: u64 = 100;
 
 /// Where the items of an array go as they are built.
 pub trait ItemSink: Send {
@@ -109,10 +117,11 @@ pub async fn read_nested<S: ItemSink>(
         return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
     };
     let mut reader = Reader::new(req, env);
-    reader.send_after = Some(env.options.max_answer_bytes.min(HOLD_BYTES));
+    let cap = env.options.max_answer_bytes;
+    reader.send_after = Some(if cap <= HOLD_BYTES { cap } else { EARLY_BYTES });
     if let Prepared::Run(mut run) = reader.prepare_array(a, &member.key, "", 1).await? {
         let per_item = run.rows_per_item(env.options.max_count);
-        let chunk = (CHUNK_ROWS / per_item).clamp(1, CHUNK_PARENTS);
+        let chunk = (CHUNK_ROWS / per_item).clamp(MIN_CHUNK_PARENTS, CHUNK_PARENTS);
         let count = run.select.limit.unwrap_or(0);
         let key = run.plan.table.column("id").map(|c| c.name.clone());
         // Chunks need a total order; a select that cannot have one is read whole.
