@@ -38,7 +38,7 @@ pub const HOLD_BYTES: usize = 16 << 20;
 pub const EARLY_BYTES: usize = 1 << 20;
 
 /// About how many rows a chunk of parents brings at most with its nested rows.
-const CHUNK_ROWS: u64 = 5_000;
+const CHUNK_ROWS: u64 = 2_000;
 
 /// Most parents read by one statement.
 const CHUNK_PARENTS: u64 = 1_000;
