@@ -174,3 +174,30 @@ fn having_without_group_filters_rows_like_mysql() {
     let lite = render(&Sqlite, &s).sql;
     assert!(lite.contains("GROUP BY (1 = 1) HAVING"), "{lite}");
 }
+
+#[test]
+fn a_total_order_ends_with_the_key_unless_it_names_it_or_cannot_have_one() {
+    let order = |body: &str| {
+        let mut s = plan(body);
+        let total = s.order_totally_by("id");
+        let sql = render(&Postgres, &s).sql;
+        (
+            total,
+            sql.split_once(" ORDER BY ").map(|(_, o)| o.to_string()),
+        )
+    };
+    assert_eq!(
+        order(r#"{"User":{}}"#),
+        (true, Some(r#""User"."id" ASC"#.into()))
+    );
+    assert_eq!(
+        order(r#"{"User":{"@order":"name-"}}"#),
+        (true, Some(r#""User"."name" DESC, "User"."id" ASC"#.into()))
+    );
+    assert_eq!(
+        order(r#"{"User":{"@order":"id-"}}"#),
+        (true, Some(r#""User"."id" DESC"#.into()))
+    );
+    assert!(!order(r#"{"User":{"@order":"rand()"}}"#).0);
+    assert!(!order(r#"{"User":{"@column":"name","@group":"name"}}"#).0);
+}
