@@ -116,7 +116,7 @@ fn public_reads_may_not_test_hidden_columns_in_any_spelling() {
         "_password{}",
     ] {
         let body = format!(r#"{{"User":{{"id":1,"{key}":"1%"}}}}"#);
-        let err = table_plan(&body).err().expect(key);
+        let err = table_plan(&body).expect_err(key);
         assert!(
             matches!(err, apijet_plan::PlanError::Forbidden(ref m) if m.contains(key)),
             "{key}: {err}"
