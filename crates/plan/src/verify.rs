@@ -357,6 +357,43 @@ fn verify_tagged(
     version: Option<i64>,
     body: &mut Map<String, Value>,
 ) -> Result<(), PlanError> {
+    let target = tag_structure(ctx, tag, version)?;
+    verify_object(ctx, "", &target, body)?;
+
+    let Some(table) = batch_table(ctx.method, tag) else {
+        return Ok(());
+    };
+    let list_key = format!("{table}[]");
+    let Some(Value::Array(items)) = body
+        .get_mut(&list_key)
+        .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+    else {
+        return Ok(());
+    };
+    // Every item is verified against the same structure: looked up and wrapped once.
+    let item_target = tag_structure(ctx, table, version)?;
+    for item in items.iter_mut() {
+        let Value::Object(obj) = item else {
+            return Err(PlanError::WrongType(format!(
+                "{list_key}:value is invalid: its type must be OBJECT[]"
+            )));
+        };
+        let mut wrapped = Map::with_capacity(1);
+        wrapped.insert(table.to_string(), Value::Object(std::mem::take(obj)));
+        verify_object(ctx, "", &item_target, &mut wrapped)?;
+        *item = wrapped
+            .shift_remove(table)
+            .unwrap_or_else(|| Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+/// The structure of `tag` as it applies to a whole body (see [`wrap_structure`]).
+fn tag_structure(
+    ctx: &Ctx<'_>,
+    tag: &str,
+    version: Option<i64>,
+) -> Result<Map<String, Value>, PlanError> {
     let method = ctx.method;
     let rule = ctx.rules.find(method, tag, version).ok_or_else(|| {
         PlanError::Forbidden(format!(
@@ -366,33 +403,10 @@ fn verify_tagged(
             method.name()
         ))
     })?;
-    let target = match &rule.structure {
-        Value::Object(s) => wrap_structure(method, tag, s),
-        _ => return Err(bad_rule(format!("row {} has no object structure", rule.id))),
-    };
-    verify_object(ctx, "", &target, body)?;
-
-    let Some(table) = batch_table(method, tag) else {
-        return Ok(());
-    };
-    let list_key = format!("{table}[]");
-    let Some(Value::Array(items)) = body.get_mut(&list_key) else {
-        return Ok(());
-    };
-    for item in items.iter_mut() {
-        let Value::Object(obj) = item else {
-            return Err(PlanError::WrongType(format!(
-                "{list_key}:value is invalid: its type must be OBJECT[]"
-            )));
-        };
-        let mut wrapped = Map::new();
-        wrapped.insert(table.to_string(), Value::Object(std::mem::take(obj)));
-        verify_tagged(ctx, table, version, &mut wrapped)?;
-        *item = wrapped
-            .shift_remove(table)
-            .unwrap_or_else(|| Value::Object(Map::new()));
+    match &rule.structure {
+        Value::Object(s) => Ok(wrap_structure(method, tag, s)),
+        _ => Err(bad_rule(format!("row {} has no object structure", rule.id))),
     }
-    Ok(())
 }
 
 /// `Table` for a POST/PUT tag `Table:[]`, whose `Table[]` items are each verified against the

@@ -187,6 +187,81 @@ impl ConditionKey {
     /// The same grammar without the checks that only the planner needs (`id!>` still names
     /// `id` here); `None` when no column name is left once the suffixes are read.
     pub fn lenient(raw: &str) -> Option<ConditionKey> {
+        let parts = KeyParts::of(raw)?;
+        Some(ConditionKey {
+            raw: raw.to_string(),
+            column: parts.column.to_string(),
+            length: parts.length,
+            logic: parts.logic,
+            op: parts.op,
+            reference: parts.reference,
+        })
+    }
+
+    /// The column any key of a table object names, whatever its operator or form
+    /// (`balance+`, `_password$`, `id{}@`, `id!>`, `name[~`, `isPraised()`,
+    /// `verifyIdList-()`), so that rules written for a column hold for every spelling of it.
+    /// `None` for `@` keywords and keys that name no column (`Table[]`, `Moment[].page`).
+    /// Borrowed from `raw`: the verifier compares keys with it for every row of a batch.
+    pub fn column_of(raw: &str) -> Option<&str> {
+        if raw.starts_with('@') {
+            return None;
+        }
+        if let Some(function) = raw.strip_suffix("()") {
+            let name = function.strip_suffix(['+', '-']).unwrap_or(function);
+            return is_name(name).then_some(name);
+        }
+        KeyParts::of(raw).map(|k| k.column)
+    }
+
+    /// A plain `column: value` key: no operator, logic, length function or reference.
+    pub fn is_plain(&self) -> bool {
+        self.parts().is_plain()
+    }
+
+    /// This key's parts, borrowed.
+    pub fn parts(&self) -> KeyParts<'_> {
+        KeyParts {
+            column: &self.column,
+            length: self.length,
+            logic: self.logic,
+            op: self.op,
+            reference: self.reference,
+        }
+    }
+}
+
+/// A condition key read from the end, its column borrowed from the key: what
+/// [`ConditionKey::lenient`] reads, for callers that compare keys without keeping them (the
+/// verifier, once per key and rule of every batch item).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyParts<'a> {
+    /// The column (or `@key` alias) name.
+    pub column: &'a str,
+    /// Length function applied to the column.
+    pub length: Option<LengthFn>,
+    /// Logic character.
+    pub logic: Logic,
+    /// Operator.
+    pub op: Op,
+    /// Ends in `@`.
+    pub reference: bool,
+}
+
+impl KeyParts<'_> {
+    /// Parses from the end, as the reference does (AbstractSQLConfig.gainRealKey); `None`
+    /// when no column name is left once the suffixes are read.
+    pub fn of(raw: &str) -> Option<KeyParts<'_>> {
+        if is_name(raw) {
+            // No suffix character is a name character: most keys are plain `column`s.
+            return Some(KeyParts {
+                column: raw,
+                length: None,
+                logic: Logic::Default,
+                op: Op::Eq,
+                reference: false,
+            });
+        }
         let mut rest = raw;
         let reference = if let Some(r) = rest.strip_suffix('@') {
             rest = r;
@@ -212,29 +287,13 @@ impl ConditionKey {
         if length.is_some() {
             body = &body[..body.len() - 1];
         }
-        is_name(body).then(|| ConditionKey {
-            raw: raw.to_string(),
-            column: body.to_string(),
+        is_name(body).then_some(KeyParts {
+            column: body,
             length,
             logic,
             op,
             reference,
         })
-    }
-
-    /// The column any key of a table object names, whatever its operator or form
-    /// (`balance+`, `_password$`, `id{}@`, `id!>`, `name[~`, `isPraised()`,
-    /// `verifyIdList-()`), so that rules written for a column hold for every spelling of it.
-    /// `None` for `@` keywords and keys that name no column (`Table[]`, `Moment[].page`).
-    pub fn column_of(raw: &str) -> Option<String> {
-        if raw.starts_with('@') {
-            return None;
-        }
-        if let Some(function) = raw.strip_suffix("()") {
-            let name = function.strip_suffix(['+', '-']).unwrap_or(function);
-            return is_name(name).then(|| name.to_string());
-        }
-        ConditionKey::lenient(raw).map(|k| k.column)
     }
 
     /// A plain `column: value` key: no operator, logic, length function or reference.
@@ -397,11 +456,7 @@ mod tests {
             "balance%$",
             "balance{}@",
         ] {
-            assert_eq!(
-                ConditionKey::column_of(key).as_deref(),
-                Some("balance"),
-                "{key}"
-            );
+            assert_eq!(ConditionKey::column_of(key), Some("balance"), "{key}");
         }
         for key in ["@role", "Moment[]", "Moment[].page", "a b", ""] {
             assert_eq!(ConditionKey::column_of(key), None, "{key}");

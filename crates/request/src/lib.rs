@@ -12,7 +12,9 @@ mod key;
 mod tree;
 
 pub use json::parse_body;
-pub use key::{is_name, is_table_key, ArrayKey, ConditionKey, LengthFn, Logic, Op, TableKey};
+pub use key::{
+    is_name, is_table_key, ArrayKey, ConditionKey, KeyParts, LengthFn, Logic, Op, TableKey,
+};
 pub use tree::{
     ArrayObject, Container, Member, Node, Request, SubqueryObject, TableEntry, TableObject,
 };

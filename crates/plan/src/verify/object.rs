@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 
 use apijet_core::Method;
-use apijet_request::{is_table_key, ConditionKey};
+use apijet_request::{is_table_key, ConditionKey, KeyParts};
 use serde_json::{Map, Value};
 
 use super::value::{verify_type, verify_value, verify_verified_forms};
@@ -54,14 +54,14 @@ pub(super) struct Ctx<'a> {
 
 /// The column a key names, whatever operator or form spells it (see
 /// [`ConditionKey::column_of`]).
-pub(super) fn column(key: &str) -> Option<String> {
+pub(super) fn column(key: &str) -> Option<&str> {
     ConditionKey::column_of(key)
 }
 
 /// Whether request key `key` names `rule_key` or, for a rule on a column, any spelling of that
 /// column: rules hold for columns, not spellings.
 fn names_same(key: &str, rule_key: &str, rule_column: Option<&str>) -> bool {
-    key == rule_key || rule_column.is_some_and(|c| column(key).as_deref() == Some(c))
+    key == rule_key || rule_column.is_some_and(|c| column(key) == Some(c))
 }
 
 /// How messages name an object: the root has no key.
@@ -122,7 +122,7 @@ pub(super) fn verify_object(
 
     for k in key_list(target, "REMOVE")? {
         let col = column(k);
-        real.retain(|key, _| !names_same(key, k, col.as_deref()));
+        real.retain(|key, _| !names_same(key, k, col));
     }
 
     let must = key_list(target, "MUST")?;
@@ -230,7 +230,7 @@ pub(super) fn verify_object(
                 continue;
             }
             let col = column(k);
-            let present = real.keys().any(|key| names_same(key, k, col.as_deref()));
+            let present = real.keys().any(|key| names_same(key, k, col));
             if k == "@role" && matches!(apply, Apply::IfAbsent) {
                 // A role the structure gives is the role: a client may not choose a wider one
                 // (the reference lets the client's @role win here).
@@ -250,7 +250,7 @@ pub(super) fn verify_object(
             if set {
                 // What the structure sets replaces every spelling of the column the client
                 // sent, so `balance+` cannot ride along with a structure-given `balance`.
-                real.retain(|key, _| key == k || !names_same(key, k, col.as_deref()));
+                real.retain(|key, _| key == k || !names_same(key, k, col));
                 real.insert(k.clone(), v.clone());
             }
         }
@@ -270,10 +270,7 @@ pub(super) fn verify_object(
         }
         for k in &keys {
             let col = column(k);
-            if let Some(other) = real
-                .keys()
-                .find(|key| *key != k && names_same(key, k, col.as_deref()))
-            {
+            if let Some(other) = real.keys().find(|key| *key != k && names_same(key, k, col)) {
                 return Err(PlanError::Invalid(format!(
                     "{m} request: {} may not contain {other}: {op} checks {k} and only a plain \
                      {k}:value can be checked",
@@ -387,10 +384,10 @@ fn check_refused(
             }
         }
     }
-    let refused_columns: Vec<String> = refused.iter().filter_map(|k| column(k)).collect();
+    let refused_columns: Vec<&str> = refused.iter().filter_map(|k| column(k)).collect();
     for k in real.keys() {
-        if let Some(c) = column(k).as_deref() {
-            if refused_columns.iter().any(|r| r == c) && !refused.contains(&k.as_str()) {
+        if let Some(c) = column(k) {
+            if refused_columns.contains(&c) && !refused.contains(&k.as_str()) {
                 return Err(PlanError::Invalid(format!(
                     "{m} request: {} may not contain {k}: it names {c}, and none of [{}] may \
                      be sent in any form",
@@ -447,8 +444,8 @@ fn check_refused(
         let Some(c) = column(k) else {
             continue;
         };
-        let plain = ConditionKey::lenient(k).is_some_and(|ck| ck.is_plain());
-        if c.starts_with('_') && (hidden_needs_naming || !plain) && !named(k) {
+        let plain = || KeyParts::of(k).is_some_and(|ck| ck.is_plain());
+        if c.starts_with('_') && (hidden_needs_naming || !plain()) && !named(k) {
             return Err(PlanError::Forbidden(format!(
                 "{m} request: {} may not contain {k}: {c} is a hidden column, and this \
                  Request structure does not name {k}",

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use apijet_request::{ConditionKey, LengthFn, Logic, Op};
+use apijet_request::{ConditionKey, KeyParts, LengthFn, Logic, Op};
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -44,14 +44,14 @@ pub(super) fn verify_type(
             "Request structure error: TYPE {key}: the type must be a string"
         )));
     };
-    let Some(rule) = ConditionKey::lenient(key).filter(ConditionKey::is_plain) else {
+    let Some(rule) = KeyParts::of(key).filter(KeyParts::is_plain) else {
         return match real.get(key) {
             None | Some(Value::Null) => Ok(()),
             Some(v) => check_type(key, ty, v, false),
         };
     };
     for (k, v) in real {
-        let Some(form) = ConditionKey::lenient(k) else {
+        let Some(form) = KeyParts::of(k) else {
             continue;
         };
         if v.is_null() || form.column != rule.column || form.reference || form.length.is_some() {
@@ -275,7 +275,7 @@ pub(super) fn verify_verified_forms(
     rules: &Map<String, Value>,
     real: &Map<String, Value>,
 ) -> Result<(), PlanError> {
-    let targets: Vec<(String, &str)> = rules
+    let targets: Vec<(&str, &str)> = rules
         .keys()
         .filter_map(|k| verify_target(k))
         .filter_map(|t| ConditionKey::column_of(t).map(|c| (c, t)))
