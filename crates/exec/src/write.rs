@@ -253,7 +253,7 @@ pub fn single_insert(
     let mut next_id = || env.ids.next();
     let (plan, row) = write::insert_row(t, &ctx, &mut next_id, &mut |_| None)?;
     let id = row.id.clone();
-    Ok(Some((m.key.clone(), write::insert(&plan, &[row]), id)))
+    Ok(Some((m.key.clone(), write::insert(&plan, vec![row]), id)))
 }
 
 /// The answer of a queued insert, shaped like any other.
@@ -293,11 +293,13 @@ fn values_of(t: &TableObject) -> Map<String, Json> {
 
 /// `k-()` functions injected by the structure run before the statement (validations).
 fn before(t: &TableObject, env: &WriteEnv<'_>) -> Result<(), ExecError> {
-    let values = values_of(t);
+    let mut values = None;
     for e in &t.entries {
         if let TableEntry::Function { key, call } = e {
             if key.ends_with("-()") {
-                crate::functions::call(call, &values, env.visitor)?;
+                // Collected only when a validation needs them: every batch item passes here.
+                let values = values.get_or_insert_with(|| values_of(t));
+                crate::functions::call(call, values, env.visitor)?;
             }
         }
     }
@@ -425,13 +427,15 @@ async fn post(
             None => groups.push(vec![row]),
         }
     }
-    for group in groups {
+    for mut group in groups {
         let per_statement =
             (30_000 / group[0].columns.len().max(1)).clamp(1, env.max_insert_rows.max(1));
-        for chunk in group.chunks(per_statement) {
-            let stmt = render_insert(env.dialect, &write::insert(&plan, chunk));
+        while !group.is_empty() {
+            let rest = group.split_off(per_statement.min(group.len()));
+            let stmt = render_insert(env.dialect, &write::insert(&plan, group));
             inserted += tx.execute(&stmt).await?;
             sql.push(stmt.sql);
+            group = rest;
         }
     }
     let mut answer = Map::new();

@@ -188,15 +188,16 @@ pub fn insert_row_on(
     })
 }
 
-/// One insert for many rows with the same columns.
-pub fn insert(plan: &TablePlan, rows: &[InsertRow]) -> Insert {
+/// One insert for many rows with the same columns (taken, not copied: a batch holds
+/// thousands of values).
+pub fn insert(plan: &TablePlan, rows: Vec<InsertRow>) -> Insert {
     Insert {
         table: Ident::new(plan.table.sql_name.clone()),
         columns: rows
             .first()
             .map(|r| r.columns.iter().map(|c| Ident::new(c.clone())).collect())
             .unwrap_or_default(),
-        rows: rows.iter().map(|r| r.values.clone()).collect(),
+        rows: rows.into_iter().map(|r| r.values).collect(),
     }
 }
 
