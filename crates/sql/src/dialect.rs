@@ -151,6 +151,13 @@ fn quote_with(ident: &str, q: char, out: &mut String) {
     out.push(q);
 }
 
+/// Writes `n` in decimal without a temporary string: a batch INSERT has thousands of
+/// placeholders.
+fn push_number(n: usize, out: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(out, "{n}");
+}
+
 impl Dialect for Sqlite {
     fn engine(&self) -> Engine {
         Engine::Sqlite
@@ -167,7 +174,7 @@ impl Dialect for Sqlite {
     fn placeholder(&self, n: usize, out: &mut String) {
         // Numbered, so that a dialect may write arguments in another order than they were bound.
         out.push('?');
-        out.push_str(&n.to_string());
+        push_number(n, out);
     }
 
     fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String) {
@@ -223,7 +230,7 @@ impl Dialect for Postgres {
 
     fn placeholder(&self, n: usize, out: &mut String) {
         out.push('$');
-        out.push_str(&n.to_string());
+        push_number(n, out);
     }
 
     fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String) {
