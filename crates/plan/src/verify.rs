@@ -59,8 +59,9 @@ pub struct RequestRule {
 /// All rows, indexed by (method, tag), versions sorted; built once per schema snapshot.
 #[derive(Debug, Clone)]
 pub struct RequestRules {
-    /// Rules per (method, tag), ascending by version.
-    rules: HashMap<(Method, String), Vec<RequestRule>>,
+    /// Rules per method and tag, ascending by version, each with its structure as it applies
+    /// to a whole body ([`wrap_structure`]), wrapped once here rather than per request.
+    rules: HashMap<Method, HashMap<String, Vec<(RequestRule, Map<String, Value>)>>>,
     /// Every `VERIFY` regular expression of the rows plus the named patterns, compiled once.
     patterns: HashMap<String, Regex>,
     max_update_count: usize,
@@ -78,7 +79,8 @@ impl RequestRules {
                 patterns.insert(name.to_string(), re);
             }
         }
-        let mut rules: HashMap<(Method, String), Vec<RequestRule>> = HashMap::new();
+        let mut rules: HashMap<Method, HashMap<String, Vec<(RequestRule, Map<String, Value>)>>> =
+            HashMap::new();
         for row in rows {
             let Value::Object(structure) = &row.structure else {
                 warnings.push(format!(
@@ -90,8 +92,13 @@ impl RequestRules {
                 continue;
             };
             scan_structure(row.id, structure, &mut patterns, &mut warnings);
-            let versions = rules.entry((row.method, row.tag.clone())).or_default();
-            if let Some(kept) = versions.iter().find(|r| r.version == row.version) {
+            let target = wrap_structure(row.method, &row.tag, structure);
+            let versions = rules
+                .entry(row.method)
+                .or_default()
+                .entry(row.tag.clone())
+                .or_default();
+            if let Some((kept, _)) = versions.iter().find(|(r, _)| r.version == row.version) {
                 warnings.push(format!(
                     "Request row {}: skipped: row {} already defines version {} of {} {}",
                     row.id,
@@ -102,10 +109,10 @@ impl RequestRules {
                 ));
                 continue;
             }
-            versions.push(row);
+            versions.push((row, target));
         }
-        for versions in rules.values_mut() {
-            versions.sort_by_key(|r| r.version);
+        for versions in rules.values_mut().flat_map(HashMap::values_mut) {
+            versions.sort_by_key(|(r, _)| r.version);
         }
         let rules = RequestRules {
             rules,
@@ -130,11 +137,22 @@ impl RequestRules {
     /// The rule for a call: `version` None or <= 0 → the highest version; otherwise the lowest
     /// version >= the requested one; None when there is none.
     pub fn find(&self, method: Method, tag: &str, version: Option<i64>) -> Option<&RequestRule> {
-        let versions = self.rules.get(&(method, tag.to_string()))?;
-        match version {
-            Some(v) if v > 0 => versions.iter().find(|r| r.version >= v),
+        self.find_with_target(method, tag, version).map(|(r, _)| r)
+    }
+
+    /// [`find`](Self::find), with the rule's structure as it applies to a whole body.
+    fn find_with_target(
+        &self,
+        method: Method,
+        tag: &str,
+        version: Option<i64>,
+    ) -> Option<(&RequestRule, &Map<String, Value>)> {
+        let versions = self.rules.get(&method)?.get(tag)?;
+        let found = match version {
+            Some(v) if v > 0 => versions.iter().find(|(r, _)| r.version >= v),
             _ => versions.last(),
-        }
+        };
+        found.map(|(r, target)| (r, target))
     }
 
     fn patterns(&self) -> &HashMap<String, Regex> {
@@ -358,7 +376,7 @@ fn verify_tagged(
     body: &mut Map<String, Value>,
 ) -> Result<(), PlanError> {
     let target = tag_structure(ctx, tag, version)?;
-    verify_object(ctx, "", &target, body)?;
+    verify_object(ctx, "", target, body)?;
 
     let Some(table) = batch_table(ctx.method, tag) else {
         return Ok(());
@@ -380,7 +398,7 @@ fn verify_tagged(
         };
         let mut wrapped = Map::with_capacity(1);
         wrapped.insert(table.to_string(), Value::Object(std::mem::take(obj)));
-        verify_object(ctx, "", &item_target, &mut wrapped)?;
+        verify_object(ctx, "", item_target, &mut wrapped)?;
         *item = wrapped
             .shift_remove(table)
             .unwrap_or_else(|| Value::Object(Map::new()));
@@ -389,24 +407,24 @@ fn verify_tagged(
 }
 
 /// The structure of `tag` as it applies to a whole body (see [`wrap_structure`]).
-fn tag_structure(
-    ctx: &Ctx<'_>,
+fn tag_structure<'r>(
+    ctx: &Ctx<'r>,
     tag: &str,
     version: Option<i64>,
-) -> Result<Map<String, Value>, PlanError> {
+) -> Result<&'r Map<String, Value>, PlanError> {
     let method = ctx.method;
-    let rule = ctx.rules.find(method, tag, version).ok_or_else(|| {
-        PlanError::Forbidden(format!(
-            "no Request structure for version: {}, method: {}, tag: {tag}: a private request \
+    let rules: &'r RequestRules = ctx.rules;
+    let (_, target) = rules
+        .find_with_target(method, tag, version)
+        .ok_or_else(|| {
+            PlanError::Forbidden(format!(
+                "no Request structure for version: {}, method: {}, tag: {tag}: a private request \
              must be an operation that a row of the Request table allows",
-            version.unwrap_or(0),
-            method.name()
-        ))
-    })?;
-    match &rule.structure {
-        Value::Object(s) => Ok(wrap_structure(method, tag, s)),
-        _ => Err(bad_rule(format!("row {} has no object structure", rule.id))),
-    }
+                version.unwrap_or(0),
+                method.name()
+            ))
+        })?;
+    Ok(target)
 }
 
 /// `Table` for a POST/PUT tag `Table:[]`, whose `Table[]` items are each verified against the
