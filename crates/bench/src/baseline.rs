@@ -43,12 +43,16 @@ pub enum RawWork {
         sets: Arc<Vec<Vec<i64>>>,
         user_id: i64,
     },
-    /// One multi-row `INSERT INTO "Comment" (id, "userId", "momentId", content)` of `rows` rows.
+    /// One multi-row `INSERT INTO "Comment" (id, "userId", "momentId", content)` of `rows` rows,
+    /// each with a random `momentId` of `moment_id .. moment_id + moments` (as apijet's bodies
+    /// have: where the rows land in the `momentId` index decides how many pages a batch
+    /// writes).
     Insert {
         rows: usize,
         next_id: Arc<AtomicI64>,
         user_id: i64,
         moment_id: i64,
+        moments: u64,
     },
 }
 
@@ -138,6 +142,7 @@ fn draw(work: &RawWork, rng: &mut Rng) -> Params {
             next_id,
             user_id,
             moment_id,
+            moments,
         } => {
             let first = next_id.fetch_add(*rows as i64, Ordering::Relaxed);
             Params::Insert(
@@ -146,7 +151,7 @@ fn draw(work: &RawWork, rng: &mut Rng) -> Params {
                         (
                             first + i,
                             *user_id,
-                            *moment_id,
+                            *moment_id + rng.below((*moments).max(1)) as i64,
                             format!("raw insert {}", first + i),
                         )
                     })

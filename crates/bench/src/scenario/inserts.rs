@@ -1,7 +1,9 @@
 //! Scenario 4, inserts: single-row `POST /post {"tag":"Comment",…}` as Ada at each client
 //! level with the write queue off and on (group commit), a batch POST of `batch_rows` rows
 //! (`"tag":"Comment:[]"`), and the raw multi-row INSERT of the same number of rows through one
-//! connection as the baseline (what the retired bench/inserts.sh measured).
+//! connection as the baseline (what the retired bench/inserts.sh measured). Both sides spread
+//! their rows over the same random moments, so both write to the same parts of the `momentId`
+//! index.
 
 use super::{empty_report, login, measure_level, ratio, verify, warm_up, Ctx, Level};
 use crate::baseline::{run_raw, RawWork};
@@ -182,6 +184,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
             next_id: Arc::clone(&next_id),
             user_id: ADA,
             moment_id: MOMENT_BASE,
+            moments,
         };
         let m = run_raw(ctx.db, &work, c, ctx.settings.duration).await?;
         let mut row = Row::from_measured(
@@ -202,6 +205,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         next_id,
         user_id: ADA,
         moment_id: MOMENT_BASE,
+        moments,
     };
     let m = run_raw(ctx.db, &work, 1, ctx.settings.duration).await?;
     let mut base = Row::from_measured(
