@@ -1,0 +1,107 @@
+//! The functions of a written object: `k-()` validations before its statement, `k()` calls
+//! after it (their results join the answer), and the demo's functions that write.
+
+use super::WriteEnv;
+use crate::backend::Tx;
+use crate::sink::CollectSink;
+use crate::ExecError;
+use apijet_core::Value;
+use apijet_plan::write;
+use apijet_request::{TableEntry, TableObject};
+use apijet_sql::{render, render_delete};
+use serde_json::{json, Map, Value as Json};
+
+/// The plain `column: value` pairs of an object, for remote functions' arguments.
+pub(super) fn values_of(t: &TableObject) -> Map<String, Json> {
+    t.entries
+        .iter()
+        .filter_map(|e| match e {
+            TableEntry::Condition { key, value } => Some((key.column.clone(), value.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `k-()` functions injected by the structure run before the statement (validations).
+pub(super) fn before(t: &TableObject, env: &WriteEnv<'_>) -> Result<(), ExecError> {
+    let mut values = None;
+    for e in &t.entries {
+        if let TableEntry::Function { key, call } = e {
+            if key.ends_with("-()") {
+                // Collected only when a validation needs them: every batch item passes here.
+                let values = values.get_or_insert_with(|| values_of(t));
+                crate::functions::call(call, values, env.visitor)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `k()` functions run after the statement; their results join the answer.
+pub(super) async fn after(
+    tx: &mut Tx<'_>,
+    t: &TableObject,
+    env: &WriteEnv<'_>,
+    answer: &mut Map<String, Json>,
+) -> Result<(), ExecError> {
+    let values = values_of(t);
+    for e in &t.entries {
+        if let TableEntry::Function { key, call } = e {
+            if key.ends_with("-()") {
+                continue;
+            }
+            let name = key.trim_end_matches("()").trim_end_matches('+');
+            let result = match write_function(tx, call, &values, env).await? {
+                Some(v) => Some(v),
+                None => crate::functions::call(call, &values, env.visitor)?,
+            };
+            if let Some(v) = result {
+                answer.insert(name.to_string(), v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The demo's functions that write: deleting a moment's comments, a comment's replies.
+async fn write_function(
+    tx: &mut Tx<'_>,
+    call: &str,
+    values: &Map<String, Json>,
+    env: &WriteEnv<'_>,
+) -> Result<Option<Json>, ExecError> {
+    let (column, recursive) = if call == "deleteCommentOfMoment(id)" {
+        ("momentId", false)
+    } else if call == "deleteChildComment(id)" {
+        ("toId", true)
+    } else {
+        return Ok(None);
+    };
+    let Some(id) = values.get("id").cloned() else {
+        return Ok(Some(json!(0)));
+    };
+    let Some(table) = env.schema.table("Comment") else {
+        return Ok(Some(json!(0)));
+    };
+    let mut total = 0u64;
+    let mut parents = vec![Value::from_json(&id)];
+    while !parents.is_empty() {
+        let mut next = Vec::new();
+        if recursive {
+            // Replies of replies go too: collect the next level before deleting this one.
+            let select = write::ids_where(table, column, parents.clone())?;
+            let mut sink = CollectSink::new(&[]);
+            tx.fetch(&render(env.dialect, &select), &mut sink).await?;
+            next.extend(
+                sink.rows
+                    .iter()
+                    .filter_map(|r| r.get("id"))
+                    .map(Value::from_json),
+            );
+        }
+        let delete = write::delete_where(table, column, parents)?;
+        total += tx.execute(&render_delete(env.dialect, &delete)).await?;
+        parents = if recursive { next } else { Vec::new() };
+    }
+    Ok(Some(json!(total)))
+}
