@@ -26,7 +26,7 @@ use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
 use crate::PlanError;
-use object::{verify_object, Ctx, OPERATIONS};
+use object::{check_ids, verify_object, Ctx, OPERATIONS};
 
 /// The reference's `MAX_UPDATE_COUNT`: most rows one write may name (`id{}`, `Table[]`).
 pub const DEFAULT_MAX_UPDATE_COUNT: usize = 10;
@@ -388,14 +388,27 @@ fn verify_tagged(
     else {
         return Ok(());
     };
-    // Every item is verified against the same structure: looked up and wrapped once.
+    // Every item is verified against the same structure, looked up once.
     let item_target = tag_structure(ctx, table, version)?;
+    // A structure that is only the table's object (`{"Comment": {…}}`, as wrap_structure makes
+    // of most) asks nothing of the `{"Comment": item}` wrapper around an item beyond what the
+    // wrapper's one key gets: its ids checked and its object verified. That is done directly,
+    // without building the wrapper for each item.
+    let only_table = match item_target.get(table) {
+        Some(Value::Object(t)) if item_target.len() == 1 => Some(t),
+        _ => None,
+    };
     for item in items.iter_mut() {
         let Value::Object(obj) = item else {
             return Err(PlanError::WrongType(format!(
                 "{list_key}:value is invalid: its type must be OBJECT[]"
             )));
         };
+        if let Some(child_target) = only_table {
+            check_ids(ctx, "", table, child_target, obj)?;
+            verify_object(ctx, table, child_target, obj)?;
+            continue;
+        }
         let mut wrapped = Map::with_capacity(1);
         wrapped.insert(table.to_string(), Value::Object(std::mem::take(obj)));
         verify_object(ctx, "", item_target, &mut wrapped)?;

@@ -458,7 +458,7 @@ fn check_refused(
 
 /// Ids of a table object: POST may not choose its id; the other writes (and reads whose
 /// structure says `IS_ID_CONDITION_MUST: true`) must name their rows, a bounded number of them.
-fn check_ids(
+pub(super) fn check_ids(
     ctx: &Ctx<'_>,
     parent: &str,
     key: &str,
