@@ -56,12 +56,15 @@ pub struct RequestRule {
     pub structure: Value,
 }
 
+/// The versions of one method's rules per tag, each with its wrapped structure.
+type RulesByTag = HashMap<String, Vec<(RequestRule, Map<String, Value>)>>;
+
 /// All rows, indexed by (method, tag), versions sorted; built once per schema snapshot.
 #[derive(Debug, Clone)]
 pub struct RequestRules {
     /// Rules per method and tag, ascending by version, each with its structure as it applies
     /// to a whole body ([`wrap_structure`]), wrapped once here rather than per request.
-    rules: HashMap<Method, HashMap<String, Vec<(RequestRule, Map<String, Value>)>>>,
+    rules: HashMap<Method, RulesByTag>,
     /// Every `VERIFY` regular expression of the rows plus the named patterns, compiled once.
     patterns: HashMap<String, Regex>,
     max_update_count: usize,
@@ -79,8 +82,7 @@ impl RequestRules {
                 patterns.insert(name.to_string(), re);
             }
         }
-        let mut rules: HashMap<Method, HashMap<String, Vec<(RequestRule, Map<String, Value>)>>> =
-            HashMap::new();
+        let mut rules: HashMap<Method, RulesByTag> = HashMap::new();
         for row in rows {
             let Value::Object(structure) = &row.structure else {
                 warnings.push(format!(
