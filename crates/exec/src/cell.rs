@@ -108,8 +108,12 @@ impl DateTimeText {
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        // Only ASCII digits and separators (and chrono's own output) are ever written.
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// The text's bytes: ASCII digits and separators (and chrono's sign for far years) only.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 
     fn push_time(&mut self, time: &NaiveTime) {
@@ -130,13 +134,13 @@ impl DateTimeText {
     }
 
     fn push_digits(&mut self, mut v: u32, width: usize) {
-        let start = self.len;
-        for _ in 0..width {
-            self.push(b'0');
-        }
-        for i in (start..self.len).rev() {
-            self.buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
+        let end = self.len + width;
+        if let Some(slots) = self.buf.get_mut(self.len..end) {
+            for slot in slots.iter_mut().rev() {
+                *slot = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            self.len = end;
         }
     }
 }

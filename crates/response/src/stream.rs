@@ -38,6 +38,7 @@ pub struct StreamSink {
     /// `{"Moment":` for `[]` lists, empty for `Table[]`.
     item_prefix: Vec<u8>,
     item_suffix: &'static [u8],
+    /// `,"name":` per column.
     keys: Vec<Vec<u8>>,
     json: Vec<bool>,
     json_outputs: Vec<String>,
@@ -104,7 +105,8 @@ impl RowSink for StreamSink {
         self.keys = names
             .iter()
             .map(|n| {
-                let mut k = Vec::with_capacity(n.len() + 3);
+                let mut k = Vec::with_capacity(n.len() + 4);
+                k.push(b',');
                 escape_into(n, &mut k);
                 k.push(b':');
                 k
@@ -125,17 +127,15 @@ impl RowSink for StreamSink {
         }
         buf.extend_from_slice(&self.item_prefix);
         buf.extend_from_slice(b"{");
-        let mut first = true;
-        for (i, cell) in cells.iter().enumerate() {
+        // Each key carries its leading comma; the first written skips it.
+        let mut skip = 1;
+        for ((cell, key), &json) in cells.iter().zip(&self.keys).zip(&self.json) {
             if matches!(cell, Cell::Null) {
                 continue;
             }
-            if !first {
-                buf.extend_from_slice(b",");
-            }
-            first = false;
-            buf.extend_from_slice(&self.keys[i]);
-            write_cell(cell, self.json[i], buf);
+            buf.extend_from_slice(key.get(skip..).unwrap_or_default());
+            skip = 0;
+            write_cell(cell, json, buf);
         }
         buf.extend_from_slice(b"}");
         buf.extend_from_slice(self.item_suffix);
@@ -182,16 +182,16 @@ fn write_cell(cell: &Cell<'_>, as_json: bool, buf: &mut BytesMut) {
         Cell::Text(t) => escape_bytes(t, buf),
         Cell::Json(t) => write_json_text(t, buf),
         // Digits and separators only: nothing to escape.
-        Cell::DateTime(dt) => write_quoted(DateTimeText::new(dt).as_str(), buf),
-        Cell::Date(d) => write_quoted(DateTimeText::date(d).as_str(), buf),
-        Cell::Time(t) => write_quoted(DateTimeText::time(t).as_str(), buf),
+        Cell::DateTime(dt) => write_quoted(DateTimeText::new(dt).as_bytes(), buf),
+        Cell::Date(d) => write_quoted(DateTimeText::date(d).as_bytes(), buf),
+        Cell::Time(t) => write_quoted(DateTimeText::time(t).as_bytes(), buf),
         Cell::Bytes(_) => write_value(&cell.to_json(as_json), buf),
     }
 }
 
-fn write_quoted(s: &str, buf: &mut BytesMut) {
+fn write_quoted(s: &[u8], buf: &mut BytesMut) {
     buf.extend_from_slice(b"\"");
-    buf.extend_from_slice(s.as_bytes());
+    buf.extend_from_slice(s);
     buf.extend_from_slice(b"\"");
 }
 
