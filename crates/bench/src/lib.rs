@@ -41,7 +41,7 @@ Scenarios (--scenarios, in this order):
           N = 10k, 100k, 1M, with and without \"x_xid{}\":[1001,1002] (two values, 55 % of rows),
           streamed, one request at a time, apijet's peak RSS sampled. Baseline: the engine's
           own client reading the same rows to /dev/null (psql COPY, mariadb --quick, sqlite3).
-          Goal: ≤ 1.5× the baseline's time, RSS flat in N.
+          Goal: ≤ 1.3× the baseline's time, RSS flat in N.
   point   Point lookup: {\"PurchSkuMaster\":{\"sku_id\":…}} with random existing keys at 16, 64,
           256, 512 connections: closed loop (peak req/s), then open loop at --rate-fraction
           of that peak (latency without coordinated omission). Ceiling: a hand-written

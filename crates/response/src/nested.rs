@@ -91,6 +91,8 @@ impl ItemSink for ItemStream {
             return Ok(());
         }
         let chunk = self.buf.split().freeze();
+        // As in `StreamSink::flush`: a fresh allocation rather than regrowing from nothing.
+        self.buf.reserve(CHUNK + 4096);
         self.sent = true;
         self.tx
             .send(Chunk::Data(chunk))

@@ -1,7 +1,7 @@
 //! The streaming writer: rows go from the database cursor to the socket as JSON bytes.
 //!
 //! [`StreamSink`] encodes each row straight into a reused buffer (pre-escaped keys, NULLs
-//! omitted, no `serde_json::Value` per row) and hands ~32 KiB chunks to the HTTP body through
+//! omitted, no `serde_json::Value` per row) and hands ~128 KiB chunks to the HTTP body through
 //! a bounded channel. A slow client fills the channel, `flush` waits, the backend stops
 //! reading its cursor, and memory stays flat whatever the row count.
 //!
@@ -11,9 +11,9 @@
 //! client can take a truncated list for a whole one.
 
 use crate::ApiError;
-use apijet_exec::cell::{write_datetime, Cell, MAX_SAFE_INTEGER};
+use apijet_exec::cell::{Cell, DateTimeText, MAX_SAFE_INTEGER};
 use apijet_exec::sink::{RowSink, SinkError};
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 /// What the producer sends to the HTTP body.
@@ -28,7 +28,9 @@ pub enum Chunk {
     Statements(usize),
 }
 
-pub(crate) const CHUNK: usize = 32 * 1024;
+/// Bytes per chunk sent to the body: large enough that handing chunks over (a channel send, a
+/// task wake-up, a socket write) stays a small share of a long list's time.
+pub(crate) const CHUNK: usize = 128 * 1024;
 
 /// Encodes rows of a list into JSON chunks.
 pub struct StreamSink {
@@ -39,6 +41,7 @@ pub struct StreamSink {
     /// `{"Moment":` for `[]` lists, empty for `Table[]`.
     item_prefix: Vec<u8>,
     item_suffix: &'static [u8],
+    /// `,"name":` per column.
     keys: Vec<Vec<u8>>,
     json: Vec<bool>,
     json_outputs: Vec<String>,
@@ -108,7 +111,8 @@ impl RowSink for StreamSink {
         self.keys = names
             .iter()
             .map(|n| {
-                let mut k = Vec::with_capacity(n.len() + 3);
+                let mut k = Vec::with_capacity(n.len() + 4);
+                k.push(b',');
                 escape_into(n, &mut k);
                 k.push(b':');
                 k
@@ -129,17 +133,15 @@ impl RowSink for StreamSink {
         }
         buf.extend_from_slice(&self.item_prefix);
         buf.extend_from_slice(b"{");
-        let mut first = true;
-        for (i, cell) in cells.iter().enumerate() {
+        // Each key carries its leading comma; the first written skips it.
+        let mut skip = 1;
+        for ((cell, key), &json) in cells.iter().zip(&self.keys).zip(&self.json) {
             if matches!(cell, Cell::Null) {
                 continue;
             }
-            if !first {
-                buf.extend_from_slice(b",");
-            }
-            first = false;
-            buf.extend_from_slice(&self.keys[i]);
-            write_cell(cell, self.json[i], buf);
+            buf.extend_from_slice(key.get(skip..).unwrap_or_default());
+            skip = 0;
+            write_cell(cell, json, buf);
         }
         buf.extend_from_slice(b"}");
         buf.extend_from_slice(self.item_suffix);
@@ -156,6 +158,9 @@ impl RowSink for StreamSink {
             return Ok(());
         }
         let chunk = self.buf.split().freeze();
+        // `split` hands the whole allocation on; without a fresh one the next chunk would grow
+        // from nothing through a series of reallocations.
+        self.buf.reserve(CHUNK + 4096);
         self.tx
             .send(Chunk::Data(chunk))
             .await
@@ -168,36 +173,39 @@ fn write_cell(cell: &Cell<'_>, as_json: bool, buf: &mut BytesMut) {
     match cell {
         Cell::Null => buf.extend_from_slice(b"null"),
         Cell::Bool(b) => buf.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Cell::Int(i) if i.abs() <= MAX_SAFE_INTEGER => {
+        Cell::Int(i) if i.unsigned_abs() <= MAX_SAFE_INTEGER as u64 => {
             buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
         }
         Cell::UInt(u) if *u <= MAX_SAFE_INTEGER as u64 => {
             buf.extend_from_slice(itoa::Buffer::new().format(*u).as_bytes())
         }
-        Cell::Int(_) | Cell::UInt(_) | Cell::Decimal(_) | Cell::Date(_) | Cell::Time(_) => {
-            // Rare or already textual: the shared conversion keeps one definition of the format.
-            write_value(&cell.to_json(false), buf)
-        }
-        Cell::Float(f) if f.is_finite() => {
-            let v = cell.to_json(false);
-            write_value(&v, buf)
-        }
+        // Beyond JavaScript's safe integers: rare, the shared conversion keeps the format.
+        Cell::Int(_) | Cell::UInt(_) => write_value(&cell.to_json(false), buf),
+        Cell::Decimal(d) => escape_bytes(d, buf),
+        Cell::Float(f) if f.is_finite() => write_value(f, buf),
         Cell::Float(_) => buf.extend_from_slice(b"null"),
         Cell::Text(t) if as_json => write_json_text(t, buf),
         Cell::Text(t) => escape_bytes(t, buf),
         Cell::Json(t) => write_json_text(t, buf),
-        Cell::DateTime(dt) => {
-            let mut s = String::with_capacity(24);
-            write_datetime(dt, &mut s);
-            escape_bytes(&s, buf);
-        }
+        // Digits and separators only: nothing to escape.
+        Cell::DateTime(dt) => write_quoted(DateTimeText::new(dt).as_bytes(), buf),
+        Cell::Date(d) => write_quoted(DateTimeText::date(d).as_bytes(), buf),
+        Cell::Time(t) => write_quoted(DateTimeText::time(t).as_bytes(), buf),
         Cell::Bytes(_) => write_value(&cell.to_json(as_json), buf),
     }
 }
 
-fn write_value(v: &serde_json::Value, buf: &mut BytesMut) {
-    let s = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
-    buf.extend_from_slice(s.as_bytes());
+fn write_quoted(s: &[u8], buf: &mut BytesMut) {
+    buf.extend_from_slice(b"\"");
+    buf.extend_from_slice(s);
+    buf.extend_from_slice(b"\"");
+}
+
+/// Writes `v` as serde_json does, straight into the buffer.
+fn write_value<T: serde::Serialize + ?Sized>(v: &T, buf: &mut BytesMut) {
+    if serde_json::to_writer((&mut *buf).writer(), v).is_err() {
+        buf.extend_from_slice(b"null");
+    }
 }
 
 /// JSON documents from the database are copied as they are when valid; text that only
@@ -262,6 +270,42 @@ mod tests {
             assert_eq!(
                 std::str::from_utf8(&b).expect("utf8"),
                 serde_json::to_string(s).expect("json")
+            );
+        }
+    }
+
+    #[test]
+    fn cells_write_as_the_buffered_answer_serializes_them() {
+        let dt = chrono::NaiveDate::from_ymd_opt(2017, 2, 1)
+            .and_then(|d| d.and_hms_micro_opt(11, 21, 50, 123_456))
+            .expect("valid");
+        let cells = [
+            Cell::Bool(true),
+            Cell::Int(0),
+            Cell::Int(-MAX_SAFE_INTEGER),
+            Cell::Int(MAX_SAFE_INTEGER + 1),
+            Cell::Int(i64::MIN),
+            Cell::UInt(u64::MAX),
+            Cell::Float(0.1),
+            Cell::Float(-0.0),
+            Cell::Float(1e300),
+            Cell::Float(5e-324),
+            Cell::Float(f64::NAN),
+            Cell::Float(f64::INFINITY),
+            Cell::Decimal("-0.05".into()),
+            Cell::Text("q\"b\\s\n\u{1} 雪".into()),
+            Cell::DateTime(dt),
+            Cell::Date(dt.date()),
+            Cell::Time(dt.time()),
+            Cell::Bytes(b"\x00\xffA".as_slice().into()),
+        ];
+        for cell in &cells {
+            let mut b = BytesMut::new();
+            write_cell(cell, false, &mut b);
+            assert_eq!(
+                std::str::from_utf8(&b).expect("utf8"),
+                serde_json::to_string(&cell.to_json(false)).expect("json"),
+                "{cell:?}"
             );
         }
     }

@@ -168,6 +168,11 @@ async fn fetch_on<S: RowSink>(
         .iter()
         .map(|c| c.name().to_string())
         .collect();
+    let kinds: Vec<PgKind> = prepared
+        .columns()
+        .iter()
+        .map(|c| PgKind::of(c.type_()))
+        .collect();
     sink.columns(&names);
     let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
     let rows = client
@@ -180,9 +185,17 @@ async fn fetch_on<S: RowSink>(
     while let Some(row) = rows.next().await {
         let mut cells: Vec<Cell<'_>> = recycle(spare);
         let row = row.map_err(db_error)?;
-        for i in 0..names.len() {
-            let cell: PgCell<'_> = row.try_get(i).map_err(db_error)?;
-            cells.push(cell.0);
+        for (i, kind) in kinds.iter().enumerate() {
+            let raw: RawValue<'_> = row.try_get(i).map_err(db_error)?;
+            let cell = match raw.0 {
+                None => Cell::Null,
+                Some(raw) => kind.decode(raw).map_err(|e| ExecError::Db {
+                    kind: DbErrorKind::Other,
+                    // Worded as tokio-postgres words its own decoding errors.
+                    message: format!("error deserializing column {i}: {e}"),
+                })?,
+            };
+            cells.push(cell);
         }
         sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
         spare = recycle(cells);
@@ -307,57 +320,105 @@ impl ToSql for PgParam<'_> {
     postgres_types::to_sql_checked!();
 }
 
-/// A column value decoded from PostgreSQL's binary format.
-struct PgCell<'a>(Cell<'a>);
+/// A column's value in PostgreSQL's binary format, undecoded (`None` for NULL).
+struct RawValue<'a>(Option<&'a [u8]>);
 
-fn epoch() -> NaiveDateTime {
-    NaiveDate::from_ymd_opt(2000, 1, 1)
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .unwrap_or_default()
-}
-
-impl<'a> FromSql<'a> for PgCell<'a> {
-    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn Error + Sync + Send>> {
-        let cell = match *ty {
-            Type::BOOL => Cell::Bool(bool::from_sql(ty, raw)?),
-            Type::INT2 => Cell::Int(i16::from_sql(ty, raw)?.into()),
-            Type::INT4 => Cell::Int(i32::from_sql(ty, raw)?.into()),
-            Type::INT8 => Cell::Int(i64::from_sql(ty, raw)?),
-            Type::OID => Cell::Int(u32::from_sql(ty, raw)?.into()),
-            Type::FLOAT4 => Cell::Float(f32::from_sql(ty, raw)?.into()),
-            Type::FLOAT8 => Cell::Float(f64::from_sql(ty, raw)?),
-            Type::NUMERIC => Cell::Decimal(Cow::Owned(numeric_text(raw)?)),
-            Type::JSON => Cell::Json(Cow::Borrowed(std::str::from_utf8(raw)?)),
-            Type::JSONB => Cell::Json(Cow::Borrowed(std::str::from_utf8(
-                raw.get(1..).unwrap_or_default(),
-            )?)),
-            Type::TIMESTAMP | Type::TIMESTAMPTZ => {
-                let micros = i64::from_sql(&Type::INT8, raw)?;
-                Cell::DateTime(epoch() + Duration::microseconds(micros))
-            }
-            Type::DATE => {
-                let days = i32::from_sql(&Type::INT4, raw)?;
-                Cell::Date((epoch() + Duration::days(days.into())).date())
-            }
-            Type::TIME => {
-                let micros = i64::from_sql(&Type::INT8, raw)?;
-                Cell::Time(NaiveTime::MIN + Duration::microseconds(micros))
-            }
-            Type::BYTEA => Cell::Bytes(Cow::Borrowed(raw)),
-            Type::UUID if raw.len() == 16 => Cell::Text(Cow::Owned(uuid_text(raw))),
-            // text, varchar, bpchar, name, citext and enums arrive as UTF-8 text.
-            _ => Cell::Text(Cow::Borrowed(std::str::from_utf8(raw)?)),
-        };
-        Ok(PgCell(cell))
+impl<'a> FromSql<'a> for RawValue<'a> {
+    fn from_sql(_ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn Error + Sync + Send>> {
+        Ok(RawValue(Some(raw)))
     }
 
     fn from_sql_null(_ty: &Type) -> Result<Self, Box<dyn Error + Sync + Send>> {
-        Ok(PgCell(Cell::Null))
+        Ok(RawValue(None))
     }
 
     fn accepts(_ty: &Type) -> bool {
         true
     }
+}
+
+/// How a column's binary values become [`Cell`]s, decided once per statement from its type
+/// rather than by comparing the type on every row.
+#[derive(Debug, Clone, Copy)]
+enum PgKind {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    Float4,
+    Float8,
+    Numeric,
+    Json,
+    Jsonb,
+    Timestamp,
+    Date,
+    Time,
+    Bytea,
+    Uuid,
+    /// text, varchar, bpchar, name, citext and enums arrive as UTF-8 text.
+    Text,
+}
+
+impl PgKind {
+    fn of(ty: &Type) -> PgKind {
+        match *ty {
+            Type::BOOL => PgKind::Bool,
+            Type::INT2 => PgKind::Int2,
+            Type::INT4 => PgKind::Int4,
+            Type::INT8 => PgKind::Int8,
+            Type::OID => PgKind::Oid,
+            Type::FLOAT4 => PgKind::Float4,
+            Type::FLOAT8 => PgKind::Float8,
+            Type::NUMERIC => PgKind::Numeric,
+            Type::JSON => PgKind::Json,
+            Type::JSONB => PgKind::Jsonb,
+            Type::TIMESTAMP | Type::TIMESTAMPTZ => PgKind::Timestamp,
+            Type::DATE => PgKind::Date,
+            Type::TIME => PgKind::Time,
+            Type::BYTEA => PgKind::Bytea,
+            Type::UUID => PgKind::Uuid,
+            _ => PgKind::Text,
+        }
+    }
+
+    fn decode(self, raw: &[u8]) -> Result<Cell<'_>, Box<dyn Error + Sync + Send>> {
+        Ok(match self {
+            PgKind::Bool => Cell::Bool(bool::from_sql(&Type::BOOL, raw)?),
+            PgKind::Int2 => Cell::Int(i16::from_sql(&Type::INT2, raw)?.into()),
+            PgKind::Int4 => Cell::Int(i32::from_sql(&Type::INT4, raw)?.into()),
+            PgKind::Int8 => Cell::Int(i64::from_sql(&Type::INT8, raw)?),
+            PgKind::Oid => Cell::Int(u32::from_sql(&Type::OID, raw)?.into()),
+            PgKind::Float4 => Cell::Float(f32::from_sql(&Type::FLOAT4, raw)?.into()),
+            PgKind::Float8 => Cell::Float(f64::from_sql(&Type::FLOAT8, raw)?),
+            PgKind::Numeric => Cell::Decimal(Cow::Owned(numeric_text(raw)?)),
+            PgKind::Json => Cell::Json(Cow::Borrowed(std::str::from_utf8(raw)?)),
+            PgKind::Jsonb => Cell::Json(Cow::Borrowed(std::str::from_utf8(
+                raw.get(1..).unwrap_or_default(),
+            )?)),
+            PgKind::Timestamp => {
+                let micros = i64::from_sql(&Type::INT8, raw)?;
+                Cell::DateTime(epoch() + Duration::microseconds(micros))
+            }
+            PgKind::Date => {
+                let days = i32::from_sql(&Type::INT4, raw)?;
+                Cell::Date((epoch() + Duration::days(days.into())).date())
+            }
+            PgKind::Time => {
+                let micros = i64::from_sql(&Type::INT8, raw)?;
+                Cell::Time(NaiveTime::MIN + Duration::microseconds(micros))
+            }
+            PgKind::Bytea => Cell::Bytes(Cow::Borrowed(raw)),
+            PgKind::Uuid if raw.len() == 16 => Cell::Text(Cow::Owned(uuid_text(raw))),
+            PgKind::Uuid | PgKind::Text => Cell::Text(Cow::Borrowed(std::str::from_utf8(raw)?)),
+        })
+    }
+}
+
+fn epoch() -> NaiveDateTime {
+    NaiveDate::from_ymd_opt(2000, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .unwrap_or_default()
 }
 
 fn uuid_text(b: &[u8]) -> String {

@@ -317,7 +317,7 @@ fn cell(v: ValueRef<'_>, decl: Decl) -> Cell<'_> {
             let s = String::from_utf8_lossy(t);
             match decl {
                 Decl::Json => Cell::Json(s),
-                Decl::DateTime => NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f")
+                Decl::DateTime => parse_datetime(&s)
                     .map(Cell::DateTime)
                     .unwrap_or(Cell::Text(s)),
                 Decl::Date => NaiveDate::parse_from_str(&s, "%Y-%m-%d")
@@ -328,6 +328,37 @@ fn cell(v: ValueRef<'_>, decl: Decl) -> Cell<'_> {
         }
         ValueRef::Blob(b) => Cell::Bytes(Cow::Borrowed(b)),
     }
+}
+
+/// Parses stored timestamp text (`%Y-%m-%d %H:%M:%S%.f`). The canonical shape SQLite's own
+/// functions write is read by hand, once per row of a list; anything else goes to chrono.
+fn parse_datetime(s: &str) -> Option<NaiveDateTime> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<u32> {
+        let digits = b.get(from..from + len)?;
+        digits.iter().try_fold(0u32, |acc, &d| {
+            d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
+        })
+    };
+    let shaped = b.len() >= 19
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b' '
+        && b[13] == b':'
+        && b[16] == b':';
+    let fraction = match b.get(19..) {
+        Some([]) => Some(0),
+        Some([b'.', digits @ ..]) if (1..=9).contains(&digits.len()) => {
+            num(20, digits.len()).map(|n| n * 10u32.pow(9 - digits.len() as u32))
+        }
+        _ => None,
+    };
+    let fast = match (shaped, fraction) {
+        (true, Some(nanos)) => NaiveDate::from_ymd_opt(num(0, 4)? as i32, num(5, 2)?, num(8, 2)?)
+            .and_then(|d| d.and_hms_nano_opt(num(11, 2)?, num(14, 2)?, num(17, 2)?, nanos)),
+        _ => None,
+    };
+    fast.or_else(|| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").ok())
 }
 
 fn register_regex(conn: &Connection, name: &str, case_insensitive: bool) -> Result<(), ExecError> {
@@ -452,6 +483,35 @@ mod tests {
         assert_eq!(sink.rows.len(), 1);
         assert_eq!(sink.rows[0]["v"], "row 7");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn timestamps_parse_like_chrono() {
+        for text in [
+            "2017-02-01 11:21:50",
+            "2017-02-01 11:21:50.5",
+            "2017-02-01 11:21:50.123456789",
+            "2017-02-01 11:21:50.1234567891",
+            "0001-01-01 00:00:00",
+            "2017-02-30 11:21:50",
+            "2017-13-01 11:21:50",
+            "2016-12-31 23:59:60",
+            "2017-02-01 24:00:00",
+            "2017-2-1 1:2:3",
+            "2017-02-01T11:21:50",
+            "2017-02-01 11:21:50.",
+            "2017-02-01 11:21:50Z",
+            "+2017-02-01 11:21:50",
+            "2017-02-01",
+            "",
+            "garbage text",
+        ] {
+            assert_eq!(
+                super::parse_datetime(text),
+                chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f").ok(),
+                "{text}"
+            );
+        }
     }
 
     #[test]
