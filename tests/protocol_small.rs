@@ -4,8 +4,10 @@
 
 mod support;
 
+use std::process::Command;
+
 use serde_json::json;
-use support::{ada, code, demo_databases, post, Server};
+use support::{ada, code, demo_databases, post, Engine, Server};
 
 #[test]
 fn list_keys_explain_and_root_functions_answer_like_the_reference() {
@@ -112,5 +114,50 @@ fn list_keys_explain_and_root_functions_answer_like_the_reference() {
             engine != "mysql",
             "{engine}: {sql}"
         );
+    }
+}
+
+/// PostgreSQL stores `infinity` in timestamp and date columns, and finite values past the years
+/// chrono can hold; reading such a row answers the text PostgreSQL prints, or an error envelope:
+/// the server never panics on a stored value.
+#[test]
+fn postgres_infinite_and_far_timestamps_are_answered() {
+    for (engine, url) in demo_databases("pg_infinity") {
+        if engine != "postgres" {
+            continue;
+        }
+        let args = Engine::Postgres.client_args().expect("psql arguments");
+        let database = url.rsplit('/').next().unwrap_or_default().to_string();
+        let status = Command::new("psql")
+            .args(args.split_whitespace())
+            .args(["-X", "-q", "-d", &database, "-c"])
+            .arg(
+                "UPDATE \"Moment\" SET date = 'infinity' WHERE id = 1001; \
+                 UPDATE \"Moment\" SET date = '-infinity' WHERE id = 1002; \
+                 UPDATE \"Moment\" SET date = '290000-01-01' WHERE id = 1003;",
+            )
+            .status()
+            .expect("psql runs");
+        assert!(status.success());
+        let s = Server::start(&url, "");
+        for (id, date) in [(1001, "infinity"), (1002, "-infinity")] {
+            let r = s.post_json("/get", &json!({"Moment": {"id": id, "@column": "id,date"}}));
+            assert_eq!(r["Moment"]["date"], json!(date), "{r}");
+        }
+        let r = s.post_json(
+            "/get",
+            &json!({"Moment": {"id": 1003, "@column": "id,date"}}),
+        );
+        assert!(
+            code(&r) >= 500,
+            "a value apijet cannot represent is a server error: {r}"
+        );
+        let r = s.post_json(
+            "/get",
+            &json!({"Moment[]": {"count": 3, "Moment": {"id{}": [1001, 1002], "@column": "id,date"}}}),
+        );
+        assert_eq!(r["Moment[]"][0]["date"], json!("infinity"), "{r}");
+        let r = s.post_json("/get", &json!({"Moment": {"id": 1004}}));
+        assert_eq!(code(&r), 200, "the server still answers: {r}");
     }
 }

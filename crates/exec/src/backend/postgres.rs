@@ -396,14 +396,27 @@ impl PgKind {
             PgKind::Jsonb => Cell::Json(Cow::Borrowed(std::str::from_utf8(
                 raw.get(1..).unwrap_or_default(),
             )?)),
-            PgKind::Timestamp => {
-                let micros = i64::from_sql(&Type::INT8, raw)?;
-                Cell::DateTime(epoch() + Duration::microseconds(micros))
-            }
-            PgKind::Date => {
-                let days = i32::from_sql(&Type::INT4, raw)?;
-                Cell::Date((epoch() + Duration::days(days.into())).date())
-            }
+            // PostgreSQL's infinities are the extreme integers; its finite range also reaches
+            // past chrono's (year 294276 against 262143), so the sum is checked, never assumed.
+            PgKind::Timestamp => match i64::from_sql(&Type::INT8, raw)? {
+                i64::MAX => Cell::Text(Cow::Borrowed("infinity")),
+                i64::MIN => Cell::Text(Cow::Borrowed("-infinity")),
+                micros => Cell::DateTime(
+                    epoch()
+                        .checked_add_signed(Duration::microseconds(micros))
+                        .ok_or("timestamp beyond the years apijet can represent")?,
+                ),
+            },
+            PgKind::Date => match i32::from_sql(&Type::INT4, raw)? {
+                i32::MAX => Cell::Text(Cow::Borrowed("infinity")),
+                i32::MIN => Cell::Text(Cow::Borrowed("-infinity")),
+                days => Cell::Date(
+                    epoch()
+                        .date()
+                        .checked_add_signed(Duration::days(days.into()))
+                        .ok_or("date beyond the years apijet can represent")?,
+                ),
+            },
             PgKind::Time => {
                 let micros = i64::from_sql(&Type::INT8, raw)?;
                 Cell::Time(NaiveTime::MIN + Duration::microseconds(micros))
