@@ -9,14 +9,16 @@ use apijet_core::Method;
 use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
-use apijet_exec::read::{nested_list, read, read_nested, Nested, ReadEnv};
-use apijet_exec::write::{single_insert, single_insert_answer, write, write_in, WriteEnv};
-use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
+use apijet_exec::read::{nested_list, over_budget, read, read_nested, Nested, ReadEnv};
+use apijet_exec::sink::RowSink;
+use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
+use apijet_exec::{list_query, point_query, Backend, DbRole, DbUrl, ExecError, PointCache};
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::nested::ItemStream;
+use apijet_response::object::ObjectSink;
 use apijet_response::stream::{Chunk, StreamSink};
 use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
@@ -35,6 +37,15 @@ pub enum Answer {
     Counted(Json, usize),
     /// Chunks of a streamed list; the first one decides between data and an error envelope.
     Stream(mpsc::Receiver<Chunk>),
+    /// The whole answer of a read already written as JSON (a point lookup; code 200).
+    Bytes {
+        /// The answer.
+        body: bytes::Bytes,
+        /// Statements it ran.
+        statements: usize,
+        /// Rows it holds.
+        rows: u64,
+    },
 }
 
 /// What a streamed nested read takes into its task.
@@ -57,6 +68,8 @@ pub struct Snapshot {
     pub rules: RequestRules,
     /// `/openapi.json`, built from the two above.
     pub openapi: bytes::Bytes,
+    /// Point lookups planned so far, by request shape; they hold for this schema only.
+    pub points: PointCache,
 }
 
 /// What every request shares; built once at start-up.
@@ -212,7 +225,7 @@ impl AppState {
         &self.replicas[i % self.replicas.len()]
     }
 
-    fn read_env<'a>(
+    pub(crate) fn read_env<'a>(
         &'a self,
         backend: &'a Backend,
         method: Method,
@@ -336,8 +349,14 @@ impl AppState {
             }
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
-        let req = Request::from_map(map)?;
         let reader = self.reader(method);
+        if let Some(answer) = self
+            .point(&map, reader, method, visitor, &snapshot, facts)
+            .await?
+        {
+            return Ok(answer);
+        }
+        let req = Request::from_map(map)?;
         let env = self.read_env(reader, method, visitor, &snapshot);
         let planning = std::time::Instant::now();
         if let Some(list) = list_query(&req, &env)? {
@@ -440,6 +459,52 @@ impl AppState {
         Answer::Stream(rx)
     }
 
+    /// A point lookup of a shape planned before: its statement runs with this request's values
+    /// and its row is written straight into the answer's bytes.
+    async fn point(
+        &self,
+        map: &Map<String, Json>,
+        reader: &Arc<Backend>,
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+        facts: &mut Facts,
+    ) -> Result<Option<Answer>, ApiError> {
+        let started = std::time::Instant::now();
+        let env = self.read_env(reader, method, visitor, snapshot);
+        let Some(query) = point_query(map, &env, &snapshot.points)? else {
+            return Ok(None);
+        };
+        let opts = &self.options;
+        let plan = &query.plan;
+        let mut sink = ObjectSink::new(
+            &plan.key,
+            &plan.json_outputs,
+            opts.max_rows,
+            opts.max_answer_bytes,
+        );
+        let mut result = reader.fetch(&query.statement, &mut sink).await;
+        if !Arc::ptr_eq(reader, &self.backend) && matches!(&result, Err(e) if unreachable(e)) {
+            // Reads change nothing: a replica that could not answer is retried on the primary.
+            sink.restart();
+            result = self.backend.fetch(&query.statement, &mut sink).await;
+        }
+        match result {
+            Err(ExecError::ClientGone) if sink.over_budget => return Err(over_budget(opts).into()),
+            other => other?,
+        };
+        facts.exec = Some(started.elapsed());
+        let encoding = std::time::Instant::now();
+        let rows = sink.rows() as u64;
+        let body = sink.finish(now_ms());
+        facts.encode = Some(encoding.elapsed());
+        Ok(Some(Answer::Bytes {
+            body,
+            statements: 1,
+            rows,
+        }))
+    }
+
     async fn write(
         &self,
         req: &Request,
@@ -471,81 +536,6 @@ impl AppState {
         let mut out = Map::new();
         out.insert(key, Json::Object(single_insert_answer(id)));
         Ok(Some(out))
-    }
-
-    /// `/crud`: each object runs as the method its root declaration gives it (`@post`,
-    /// `@gets`…; undeclared objects are GETs), verified against its own `Request` row. The
-    /// writes run first, in one transaction; the reads follow and see them.
-    async fn crud(
-        &self,
-        map: Map<String, Json>,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-    ) -> Result<Answer, ApiError> {
-        let (declared, objects) = crud_parts(map)?;
-        // Every part is verified and parsed before anything runs, so a bad part refuses the
-        // whole call with nothing written.
-        let mut writes = Vec::new();
-        let mut reads = Vec::new();
-        for (key, value) in objects {
-            let (method, tag, extra) = declared
-                .iter()
-                .find(|(k, ..)| *k == key)
-                .map(|(_, m, t, e)| (*m, t.clone(), e.clone()))
-                .unwrap_or((Method::Get, key.clone(), Map::new()));
-            let mut body = extra;
-            body.insert("tag".into(), Json::String(tag));
-            body.insert(key.clone(), value);
-            if method.is_query() {
-                let map = if method.is_public() {
-                    body
-                } else {
-                    self.verify(method, body, snapshot)?
-                };
-                reads.push((key, method, Request::from_map(map)?));
-                continue;
-            }
-            let verified = verify(method, body, &snapshot.rules)?;
-            let req = Request::from_map(verified.request)?;
-            writes.push((key, method, req, verified.checks));
-        }
-        let mut answers: Vec<(String, Json)> = Vec::new();
-        if !writes.is_empty() {
-            // One transaction for every write, whatever its method; never the write queue,
-            // whose group commit would make a POST outlive a later part that fails.
-            let mut tx = self.backend.begin().await?;
-            let mut failed = None;
-            for (key, method, req, checks) in &writes {
-                let env = self.write_env(*method, visitor, snapshot, false);
-                match write_in(&mut tx, req, checks, &env).await {
-                    Ok(mut results) => {
-                        if let Some(v) = results.remove(key) {
-                            answers.push((key.clone(), v));
-                        }
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => tx.commit().await?,
-                Some(e) => {
-                    let _ = tx.rollback().await;
-                    return Err(e.into());
-                }
-            }
-        }
-        for (key, method, req) in reads {
-            // After the writes of the same call: the primary, which has them.
-            let env = self.read_env(&self.backend, method, visitor, snapshot);
-            let mut results = read(&req, &env).await?.results;
-            if let Some(v) = results.remove(&key) {
-                answers.push((key, v));
-            }
-        }
-        Ok(Answer::Json(success(answers.into_iter().collect(), false)))
     }
 
     /// `/register`: a POST with tag `register` (the `Request` row decides the shape: typically
@@ -588,7 +578,7 @@ impl AppState {
     }
 
     /// GETS and HEADS: the `Request` table's structure decides what may run.
-    fn verify(
+    pub(crate) fn verify(
         &self,
         method: Method,
         map: Map<String, Json>,
@@ -672,6 +662,7 @@ async fn load_snapshot(
         schema,
         rules,
         openapi,
+        points: PointCache::default(),
     })
 }
 
@@ -708,59 +699,6 @@ pub async fn load_demo(db: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     println!("demo dataset loaded into {db}");
     Ok(())
-}
-
-type Declaration = (String, Method, String, Map<String, Json>);
-
-/// The declarations of a `/crud` body and its objects, in request order.
-type CrudParts = (Vec<Declaration>, Vec<(String, Json)>);
-
-/// Splits a `/crud` body into its declarations (`@post: "Comment"`, `@gets: {"Privacy":
-/// "Privacy-CIRCLE"}` or `{"User": {"tag": …, "version": …}}`) and its objects.
-fn crud_parts(map: Map<String, Json>) -> Result<CrudParts, ApiError> {
-    let mut declared = Vec::new();
-    let mut objects = Vec::new();
-    for (k, v) in map {
-        let method = k.strip_prefix('@').and_then(Method::from_url);
-        let Some(method) = method.filter(|m| *m != Method::Crud) else {
-            objects.push((k, v));
-            continue;
-        };
-        let bad = || {
-            PlanError::Invalid(format!(
-                "{k}: declare objects as \"Table,Table\" or {{\"Table\": \"tag\"}}"
-            ))
-        };
-        match v {
-            Json::String(list) => {
-                for key in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    let tag = if key.ends_with("[]") && method == Method::Post {
-                        format!("{}:[]", key.trim_end_matches("[]"))
-                    } else {
-                        key.to_string()
-                    };
-                    declared.push((key.to_string(), method, tag, Map::new()));
-                }
-            }
-            Json::Object(m) => {
-                for (key, decl) in m {
-                    match decl {
-                        Json::String(tag) => declared.push((key, method, tag, Map::new())),
-                        Json::Object(mut d) => {
-                            let tag = d
-                                .remove("tag")
-                                .and_then(|t| t.as_str().map(str::to_string))
-                                .unwrap_or_else(|| key.clone());
-                            declared.push((key, method, tag, d));
-                        }
-                        _ => return Err(bad().into()),
-                    }
-                }
-            }
-            _ => return Err(bad().into()),
-        }
-    }
-    Ok((declared, objects))
 }
 
 /// The names `@database` and `@schema` may give: the engine as the reference names it, and the

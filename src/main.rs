@@ -4,6 +4,7 @@ mod account;
 mod app;
 mod config;
 mod console;
+mod crud;
 mod demo;
 mod edge;
 mod http;

@@ -375,3 +375,62 @@ fn register_then_log_in_on_every_engine() {
         assert_eq!(r["User"]["name"], "Newbie", "{engine}");
     }
 }
+
+/// Point lookups are planned once per shape (`{"User":{"id":…}}`) and then only bound: the
+/// cached shape must still answer each value's own row, refuse what the role may not read,
+/// and follow an `Access` change after a reload, for the anonymous and the logged-in visitor
+/// separately.
+#[test]
+fn a_cached_point_lookup_binds_its_values_and_keeps_the_role_rules() {
+    for (engine, url) in demo_databases("point_cache") {
+        let s = Server::start(&url, &format!("{SECRET}admins = [82001]\n"));
+        let mut anon = s.client();
+        let mut logged = ada(&s);
+        for c in [&mut anon, &mut logged] {
+            for _ in 0..2 {
+                for id in [82001, 82002, 82003] {
+                    let r = post(c, "/get", &json!({"User": {"id": id}}));
+                    assert_eq!(r["User"]["id"], id, "{engine}: {r}");
+                }
+                let r = post(c, "/get", &json!({"User": {"id": 1}}));
+                assert!(r.get("User").is_none(), "{engine}: no such user: {r}");
+            }
+            let r = post(c, "/get", &json!({"User": {"id": 82002}}));
+            let name = r["User"]["name"].clone();
+            for _ in 0..2 {
+                let r = post(c, "/get", &json!({"User": {"name": name}}));
+                assert_eq!(r["User"]["id"], 82002, "{engine}: a string slot: {r}");
+                let r = post(c, "/get", &json!({"User": {"name": "nobody at all"}}));
+                assert!(r.get("User").is_none(), "{engine}: {r}");
+                // Privacy is closed to every role on GET, however often it is asked.
+                let r = post(c, "/get", &json!({"Privacy": {"id": 82001}}));
+                assert_eq!(code(&r), 401, "{engine}: {r}");
+            }
+        }
+        // GETS still goes through its Request structure: the OWNER role it imposes holds.
+        for _ in 0..2 {
+            let own = json!({"tag": "Privacy", "Privacy": {"id": 82001}});
+            assert_eq!(post(&mut logged, "/gets", &own)["Privacy"]["id"], 82001);
+            let theirs = json!({"tag": "Privacy", "Privacy": {"id": 82002}});
+            assert_eq!(code(&post(&mut logged, "/gets", &theirs)), 401, "{engine}");
+        }
+        let Some(path) = url.strip_prefix("sqlite://") else {
+            continue;
+        };
+        // Moment becomes readable by logged-in visitors only; the reload drops every plan,
+        // and the logged-in visitor's plan must not serve the anonymous one.
+        let db = rusqlite::Connection::open(path).expect("open the demo database");
+        db.execute(
+            "UPDATE Access SET get = '[\"LOGIN\"]' WHERE name = 'Moment'",
+            [],
+        )
+        .expect("update Access");
+        let r = post(&mut logged, "/reload", &json!({}));
+        assert_eq!(code(&r), 200, "{r}");
+        let moment = json!({"Moment": {"id": 1001}});
+        for _ in 0..2 {
+            assert_eq!(post(&mut logged, "/get", &moment)["Moment"]["id"], 1001);
+            assert_eq!(code(&post(&mut anon, "/get", &moment)), 401, "{engine}");
+        }
+    }
+}

@@ -12,6 +12,7 @@ mod functions;
 pub mod ids;
 mod introspect;
 mod list;
+pub mod point;
 mod procedure;
 pub mod queue;
 pub mod read;
@@ -22,6 +23,7 @@ pub mod write;
 pub use backend::{Backend, DbRole, DbUrl};
 pub use introspect::{kind_of, load_request_rules, load_schema};
 pub use list::{list_query, ListQuery};
+pub use point::{point_query, PointCache, PointQuery};
 
 use apijet_plan::PlanError;
 

@@ -84,7 +84,7 @@ impl CollectSink {
 }
 
 /// About how many bytes a cell adds to a JSON answer, for budgets (not for framing).
-fn approx_bytes(cell: &Cell<'_>) -> usize {
+pub fn approx_bytes(cell: &Cell<'_>) -> usize {
     match cell {
         Cell::Null => 0,
         Cell::Bool(_) => 5,

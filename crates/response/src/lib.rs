@@ -5,6 +5,7 @@
 mod error;
 mod format;
 pub mod nested;
+pub mod object;
 pub mod stream;
 
 pub use error::ApiError;

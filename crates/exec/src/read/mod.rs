@@ -134,6 +134,16 @@ fn approx_object_bytes(row: &Map<String, Json>) -> usize {
         .sum()
 }
 
+/// The refusal of an answer past `max_rows` or `max_answer_bytes`.
+pub fn over_budget(opts: &PlanOptions) -> ExecError {
+    ExecError::Plan(PlanError::Limit(format!(
+        "the answer would hold more than {} rows or {} bytes across its levels (settings \
+         max_rows, max_answer_bytes): ask for fewer with count and page, or fewer nested \
+         levels",
+        opts.max_rows, opts.max_answer_bytes
+    )))
+}
+
 /// What a read produced.
 pub struct Outcome {
     /// The answered members, in request order.
@@ -301,13 +311,7 @@ impl<'a> Reader<'a> {
     }
 
     fn over_budget(&self) -> ExecError {
-        let opts = self.env.options;
-        ExecError::Plan(PlanError::Limit(format!(
-            "the answer would hold more than {} rows or {} bytes across its levels (settings \
-             max_rows, max_answer_bytes): ask for fewer with count and page, or fewer nested \
-             levels",
-            opts.max_rows, opts.max_answer_bytes
-        )))
+        over_budget(self.env.options)
     }
 
     async fn count(&self, select: &Select) -> Result<u64, ExecError> {
