@@ -144,8 +144,21 @@ impl std::fmt::Display for Known {
     }
 }
 
+/// The middleware of every route, in one layer: [`observe`] around [`json_refusals`] around
+/// [`read_body`]. One layer instead of three spares each request two boxed services.
+pub async fn around(State(edge): State<Arc<Edge>>, req: Request, next: Next) -> Response {
+    observe(&edge, req, |req| async {
+        json_refusals(read_body(&edge, req, next).await).await
+    })
+    .await
+}
+
 /// Request id, access log, metrics, slow-request log and `Server-Timing`.
-pub async fn observe(State(edge): State<Arc<Edge>>, req: Request, next: Next) -> Response {
+async fn observe<F, Fut>(edge: &Edge, req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let started = Instant::now();
     let id = request_id(&req);
     let path = req.uri().path();
@@ -153,7 +166,7 @@ pub async fn observe(State(edge): State<Arc<Edge>>, req: Request, next: Next) ->
     let method = method_index(segment);
     let log_path = tracing::enabled!(tracing::Level::INFO).then(|| path.to_string());
     let http_method = req.method().clone();
-    let mut response = next.run(req).await;
+    let mut response = inner(req).await;
     let elapsed = started.elapsed();
     let facts = response
         .extensions_mut()
@@ -210,7 +223,7 @@ pub async fn observe(State(edge): State<Arc<Edge>>, req: Request, next: Next) ->
 
 /// Reads the whole body within `max_body_bytes` and `body_timeout_ms`, so that handlers get
 /// bytes and a slow or oversized upload is refused with an envelope before any work.
-pub async fn read_body(State(edge): State<Arc<Edge>>, req: Request, next: Next) -> Response {
+async fn read_body(edge: &Edge, req: Request, next: Next) -> Response {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
@@ -302,7 +315,7 @@ const LINGER: Duration = Duration::from_secs(2);
 
 /// Any refusal that is not JSON yet (axum's 404, 405, 400 for an unparsable path or query,
 /// 415…) becomes an APIJSON envelope with the same HTTP status.
-pub async fn json_refusals(response: Response) -> Response {
+async fn json_refusals(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

@@ -403,16 +403,11 @@ pub fn router(state: Shared, cfg: &Config) -> Result<Router, String> {
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&edge),
-            edge::read_body,
+            edge::around,
         ))
-        .layer(axum::middleware::map_response(edge::json_refusals))
         // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
         // compressed chunk by chunk, so memory stays flat.
-        .layer(tower_http::compression::CompressionLayer::new())
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&edge),
-            edge::observe,
-        ));
+        .layer(tower_http::compression::CompressionLayer::new());
     let app = match edge::cors(cfg)? {
         Some(cors) => app.layer(cors),
         None => app,
