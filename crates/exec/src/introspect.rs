@@ -97,6 +97,7 @@ fn roles_of(v: Option<&Json>) -> Result<Vec<Role>, String> {
 
 /// Introspects the database and reads `Access` into a schema cache.
 pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
+    backend.forget_outputs();
     let catalog = match backend.engine() {
         Engine::Sqlite => rows(backend, SQLITE_COLUMNS, &[]).await?,
         Engine::Postgres => rows(backend, PG_COLUMNS, &[]).await?,

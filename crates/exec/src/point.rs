@@ -194,8 +194,16 @@ fn is_slot(key: &str, v: &Json) -> bool {
         }
 }
 
+/// A key in quotes, its quotes and backslashes escaped: enough to keep shapes unambiguous.
 fn push_json_str(out: &mut String, s: &str) {
-    out.push_str(&Json::String(s.to_string()).to_string());
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
 }
 
 fn push_verbatim(out: &mut String, v: &Json) {

@@ -128,6 +128,14 @@ impl RowSink for ObjectSink<'_> {
 }
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
+    // Column names and most text need no escaping: copied as they are.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a string into a vector cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }

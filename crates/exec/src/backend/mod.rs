@@ -133,6 +133,13 @@ impl Backend {
         })
     }
 
+    /// Forgets what it learnt about statements' output columns (the schema is read again).
+    pub fn forget_outputs(&self) {
+        if let Backend::Sqlite(b) = self {
+            b.forget_outputs();
+        }
+    }
+
     /// The engine.
     pub fn engine(&self) -> Engine {
         match self {

@@ -19,6 +19,7 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +35,8 @@ static RERUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 pub struct SqliteBackend {
     path: String,
     idle: Mutex<Vec<Connection>>,
+    /// The output columns of statements run before, by SQL text.
+    outputs: Outputs,
     /// Connections lent out, for `/metrics`.
     in_use: std::sync::atomic::AtomicI64,
 }
@@ -44,6 +47,7 @@ impl SqliteBackend {
         let backend = SqliteBackend {
             path: path.to_string(),
             idle: Mutex::new(Vec::new()),
+            outputs: Outputs::default(),
             in_use: std::sync::atomic::AtomicI64::new(1),
         };
         let conn = backend.new_connection(create)?;
@@ -111,7 +115,7 @@ impl SqliteBackend {
                     true
                 }),
             );
-            let direct = run(&conn, stmt, sink, &handle);
+            let direct = run(&conn, stmt, sink, &handle, &self.outputs);
             conn.progress_handler(0, None::<fn() -> bool>);
             if !over.load(Ordering::Relaxed) {
                 self.put(conn);
@@ -121,9 +125,16 @@ impl SqliteBackend {
             #[cfg(test)]
             RERUNS.fetch_add(1, Ordering::Relaxed);
         }
-        let result = tokio::task::block_in_place(|| run(&conn, stmt, sink, &handle));
+        let result = tokio::task::block_in_place(|| run(&conn, stmt, sink, &handle, &self.outputs));
         self.put(conn);
         result
+    }
+
+    /// Forgets what statements answer: the schema may have changed under the same SQL.
+    pub fn forget_outputs(&self) {
+        if let Ok(mut m) = self.outputs.0.lock() {
+            m.clear();
+        }
     }
 
     /// Starts a write transaction (`BEGIN IMMEDIATE`: writers queue here, not at commit).
@@ -186,7 +197,7 @@ impl SqliteTx<'_> {
     ) -> Result<u64, ExecError> {
         let conn = self.conn()?;
         let handle = tokio::runtime::Handle::current();
-        tokio::task::block_in_place(|| run(conn, stmt, sink, &handle))
+        tokio::task::block_in_place(|| run(conn, stmt, sink, &handle, &self.backend.outputs))
     }
 
     fn finish(&mut self, sql: &str) -> Result<(), ExecError> {
@@ -235,22 +246,57 @@ fn bind(prepared: &mut rusqlite::CachedStatement<'_>, binds: &[Value]) -> Result
     Ok(())
 }
 
+/// Output columns of statements by SQL text, so that a statement run again does not read and
+/// classify its columns again. Bounded; emptied when the schema is read again.
+#[derive(Default)]
+struct Outputs(Mutex<HashMap<String, Arc<Output>>>);
+
+/// The output columns of one statement.
+struct Output {
+    names: Vec<String>,
+    kinds: Vec<Decl>,
+}
+
+/// Statements whose output columns are kept.
+const OUTPUTS: usize = 1024;
+
+impl Outputs {
+    fn of(&self, sql: &str, prepared: &rusqlite::CachedStatement<'_>) -> Arc<Output> {
+        if let Some(o) = self.0.lock().ok().and_then(|m| m.get(sql).cloned()) {
+            if o.names.len() == prepared.column_count() {
+                return o;
+            }
+        }
+        let columns = prepared.columns();
+        let output = Arc::new(Output {
+            names: columns.iter().map(|c| c.name().to_string()).collect(),
+            kinds: columns
+                .iter()
+                .map(|c| Decl::of(c.decl_type().unwrap_or_default()))
+                .collect(),
+        });
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() >= OUTPUTS {
+                m.clear();
+            }
+            m.insert(sql.to_string(), Arc::clone(&output));
+        }
+        output
+    }
+}
+
 fn run<S: RowSink>(
     conn: &Connection,
     stmt: &Statement,
     sink: &mut S,
     handle: &tokio::runtime::Handle,
+    outputs: &Outputs,
 ) -> Result<u64, ExecError> {
     let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
-    let columns = prepared.columns();
-    let names: Vec<String> = columns.iter().map(|c| c.name().to_string()).collect();
-    let kinds: Vec<Decl> = columns
-        .iter()
-        .map(|c| Decl::of(c.decl_type().unwrap_or_default()))
-        .collect();
-    drop(columns);
+    let output = outputs.of(&stmt.sql, &prepared);
+    let (names, kinds) = (&output.names, &output.kinds);
     bind(&mut prepared, &stmt.binds)?;
-    sink.columns(&names);
+    sink.columns(names);
     let mut rows = prepared.raw_query();
     let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
     let mut n = 0u64;
