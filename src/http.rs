@@ -370,15 +370,8 @@ async fn openapi(State(s): State<Shared>) -> Response {
         .into_response()
 }
 
-/// The router over a started state.
-pub fn router(state: Shared, cfg: &Config) -> Result<Router, String> {
-    let edge = Arc::new(Edge {
-        metrics: Arc::clone(&state.metrics),
-        max_body: cfg.max_body_bytes,
-        body_timeout: Duration::from_millis(cfg.body_timeout_ms),
-        slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-        server_timing: cfg.server_timing,
-    });
+/// The routes over a started state, without middleware (see [`serve`]).
+pub fn router(state: Shared, cfg: &Config) -> Router {
     let mut app = Router::new()
         .route("/login", post(login))
         .route("/logout", post(logout))
@@ -399,20 +392,7 @@ pub fn router(state: Shared, cfg: &Config) -> Result<Router, String> {
     if cfg.console {
         app = crate::console::routes(app);
     }
-    let app = app
-        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&edge),
-            edge::around,
-        ))
-        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
-        // compressed chunk by chunk, so memory stays flat.
-        .layer(tower_http::compression::CompressionLayer::new());
-    let app = match edge::cors(cfg)? {
-        Some(cors) => app.layer(cors),
-        None => app,
-    };
-    Ok(app.with_state(state))
+    app.with_state(state)
 }
 
 /// Starts the server and runs until SIGTERM or SIGINT, then finishes the requests in flight.
@@ -434,7 +414,23 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
     };
-    let app = router(Arc::clone(&state), &cfg)?;
+    let edge = Arc::new(Edge {
+        metrics: Arc::clone(&state.metrics),
+        max_body: cfg.max_body_bytes,
+        body_timeout: Duration::from_millis(cfg.body_timeout_ms),
+        slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
+        server_timing: cfg.server_timing,
+    });
+    // The middleware wraps the router rather than each route: a route's own layers would be
+    // cloned, box by box, for every request that reaches it.
+    let app = tower::ServiceBuilder::new()
+        .option_layer(edge::cors(&cfg)?)
+        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
+        // compressed chunk by chunk, so memory stays flat.
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(axum::middleware::from_fn_with_state(edge, edge::around))
+        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
+        .service(router(Arc::clone(&state), &cfg));
     crate::server::run(
         listener,
         app,

@@ -13,7 +13,6 @@
 
 use crate::metrics::Metrics;
 use axum::body::Body;
-use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -203,13 +202,25 @@ impl Drop for Tracked {
 }
 
 /// Serves `app` on `listener` until `stop` resolves, then lets requests in flight finish.
-pub async fn run(
+pub async fn run<A, B>(
     listener: TcpListener,
-    app: Router,
+    app: A,
     limits: Limits,
     metrics: Arc<Metrics>,
     stop: impl Future<Output = ()>,
-) {
+) where
+    A: tower::Service<
+            axum::extract::Request,
+            Response = axum::http::Response<B>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    A::Future: Send + 'static,
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let refusing = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
     let graceful = GracefulShutdown::new();
@@ -266,9 +277,12 @@ pub async fn run(
                         Ok(r) => r,
                         Err(never) => match never {},
                     };
-                    Ok::<_, std::convert::Infallible>(
-                        response.map(|body| Body::new(Tracked { body, clock })),
-                    )
+                    Ok::<_, std::convert::Infallible>(response.map(|body| {
+                        Body::new(Tracked {
+                            body: Body::new(body),
+                            clock,
+                        })
+                    }))
                 }
             });
         let conn = builder
