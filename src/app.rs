@@ -4,21 +4,20 @@ use crate::config::Config;
 use crate::edge::Facts;
 use crate::login_limit::{LoginLimiter, LoginLimits};
 use crate::session::Sessions;
+use crate::snapshot::load_snapshot;
+pub use crate::snapshot::Snapshot;
 use apijet_auth::TokenKey;
 use apijet_core::Method;
 use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
-use apijet_exec::read::{nested_list, over_budget, read, read_nested, Nested, ReadEnv};
-use apijet_exec::sink::RowSink;
+use apijet_exec::read::{nested_list, read, read_nested, Nested, ReadEnv};
 use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
-use apijet_exec::{list_query, point_query, Backend, DbRole, DbUrl, ExecError, PointCache};
-use apijet_plan::schema::SchemaCache;
-use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck, RequestRules};
+use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
+use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::nested::ItemStream;
-use apijet_response::object::ObjectSink;
 use apijet_response::stream::{Chunk, StreamSink};
 use apijet_response::{failure, now_ms, success, ApiError};
 use apijet_sql::Dialect;
@@ -60,18 +59,6 @@ struct NestedRead {
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
 const STREAM_CHANNEL: usize = 2;
 
-/// What the database says the API is: tables and roles (and, for private methods, the
-/// `Request` rules). Replaced whole on reload, so requests in flight keep the one they started
-/// with.
-pub struct Snapshot {
-    pub schema: SchemaCache,
-    pub rules: RequestRules,
-    /// `/openapi.json`, built from the two above.
-    pub openapi: bytes::Bytes,
-    /// Point lookups planned so far, by request shape; they hold for this schema only.
-    pub points: PointCache,
-}
-
 /// What every request shares; built once at start-up.
 pub struct AppState {
     pub backend: Arc<Backend>,
@@ -96,19 +83,6 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
-}
-
-/// Prints start-up warnings without flooding: a demo database names many absent tables.
-fn report(warnings: &[String]) {
-    for w in warnings.iter().take(3) {
-        eprintln!("apijet: warning: {w}");
-    }
-    if warnings.len() > 3 {
-        eprintln!(
-            "apijet: warning: … and {} more rows skipped",
-            warnings.len() - 3
-        );
-    }
 }
 
 impl AppState {
@@ -459,52 +433,6 @@ impl AppState {
         Answer::Stream(rx)
     }
 
-    /// A point lookup of a shape planned before: its statement runs with this request's values
-    /// and its row is written straight into the answer's bytes.
-    async fn point(
-        &self,
-        map: &Map<String, Json>,
-        reader: &Arc<Backend>,
-        method: Method,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-        facts: &mut Facts,
-    ) -> Result<Option<Answer>, ApiError> {
-        let started = std::time::Instant::now();
-        let env = self.read_env(reader, method, visitor, snapshot);
-        let Some(query) = point_query(map, &env, &snapshot.points)? else {
-            return Ok(None);
-        };
-        let opts = &self.options;
-        let plan = &query.plan;
-        let mut sink = ObjectSink::new(
-            &plan.key,
-            &plan.json_outputs,
-            opts.max_rows,
-            opts.max_answer_bytes,
-        );
-        let mut result = reader.fetch(&query.statement, &mut sink).await;
-        if !Arc::ptr_eq(reader, &self.backend) && matches!(&result, Err(e) if unreachable(e)) {
-            // Reads change nothing: a replica that could not answer is retried on the primary.
-            sink.restart();
-            result = self.backend.fetch(&query.statement, &mut sink).await;
-        }
-        match result {
-            Err(ExecError::ClientGone) if sink.over_budget => return Err(over_budget(opts).into()),
-            other => other?,
-        };
-        facts.exec = Some(started.elapsed());
-        let encoding = std::time::Instant::now();
-        let rows = sink.rows() as u64;
-        let body = sink.finish(now_ms());
-        facts.encode = Some(encoding.elapsed());
-        Ok(Some(Answer::Bytes {
-            body,
-            statements: 1,
-            rows,
-        }))
-    }
-
     async fn write(
         &self,
         req: &Request,
@@ -603,7 +531,7 @@ pub struct Call<'a> {
 }
 
 /// The database could not be reached, or the connection broke: another server may answer.
-fn unreachable(e: &ExecError) -> bool {
+pub(crate) fn unreachable(e: &ExecError) -> bool {
     matches!(
         e,
         ExecError::Connect(_)
@@ -637,33 +565,6 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)
-}
-
-async fn load_snapshot(
-    backend: &Backend,
-    debug: bool,
-    max_batch: usize,
-) -> Result<Snapshot, String> {
-    let schema = apijet_exec::load_schema(backend)
-        .await
-        .map_err(|e| e.to_string())?;
-    let has_request = schema.tables().any(|t| t.sql_name == "Request");
-    let (rows, mut warnings) = apijet_exec::load_request_rules(backend, has_request, debug)
-        .await
-        .map_err(|e| e.to_string())?;
-    let openapi_rules = rows.clone();
-    let (rules, more) = RequestRules::new(rows);
-    let rules = rules.with_max_update_count(max_batch);
-    warnings.extend(more);
-    warnings.splice(0..0, schema.warnings.iter().cloned());
-    report(&warnings);
-    let openapi = crate::openapi::document(&schema, &openapi_rules, debug);
-    Ok(Snapshot {
-        schema,
-        rules,
-        openapi,
-        points: PointCache::default(),
-    })
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

@@ -12,9 +12,11 @@ mod login_limit;
 mod metrics;
 mod observe;
 mod openapi;
+mod point;
 mod router;
 mod server;
 mod session;
+mod snapshot;
 
 use clap::{Parser, Subcommand};
 
