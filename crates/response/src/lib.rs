@@ -2,6 +2,7 @@
 
 #![deny(missing_docs)]
 
+mod cell_json;
 mod error;
 mod format;
 pub mod nested;

@@ -6,7 +6,8 @@
 //! building that value. It keeps the buffered path's budget: a row past `max_rows` or about
 //! `max_answer_bytes` stops the cursor and sets [`ObjectSink::over_budget`].
 
-use apijet_exec::cell::{Cell, MAX_SAFE_INTEGER};
+use crate::cell_json::{write_cell, write_string};
+use apijet_exec::cell::Cell;
 use apijet_exec::sink::{approx_bytes, RowSink, SinkError};
 use bytes::Bytes;
 
@@ -77,7 +78,7 @@ impl RowSink for ObjectSink<'_> {
         self.names.clear();
         self.columns.clear();
         for n in names {
-            push_str(&mut self.names, n);
+            write_string(n, &mut self.names);
             self.names.push(b':');
             let json = self.json_outputs.iter().any(|j| j == n);
             self.columns.push((self.names.len(), n.len(), json));
@@ -88,7 +89,7 @@ impl RowSink for ObjectSink<'_> {
         self.rows += 1;
         if self.rows == 1 {
             let out = &mut self.object;
-            push_str(out, self.key);
+            write_string(self.key, out);
             out.extend_from_slice(b":{");
             let mut start = 0;
             let mut first = true;
@@ -103,7 +104,7 @@ impl RowSink for ObjectSink<'_> {
                 }
                 first = false;
                 out.extend_from_slice(name);
-                write_cell(cell, json, out);
+                write_answer_cell(cell, json, out);
                 self.bytes += name_len + 4 + approx_bytes(cell);
             }
             out.push(b'}');
@@ -127,30 +128,19 @@ impl RowSink for ObjectSink<'_> {
     }
 }
 
-fn push_str(out: &mut Vec<u8>, s: &str) {
-    // Column names and most text need no escaping: copied as they are.
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-        return;
-    }
-    // Writing a string into a vector cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// One non-NULL cell as serializing [`Cell::to_json`]'s value would write it.
-fn write_cell(cell: &Cell<'_>, as_json: bool, out: &mut Vec<u8>) {
-    match cell {
-        Cell::Int(i) if i.abs() <= MAX_SAFE_INTEGER => {
-            out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
-        }
-        Cell::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Cell::Text(t) if !as_json => push_str(out, t),
-        other => {
-            let _ = serde_json::to_writer(&mut *out, &other.to_json(as_json));
-        }
+/// One non-NULL cell as the buffered answer writes it: JSON documents re-serialized compactly
+/// (that path parses them), everything else by the shared cell writer.
+fn write_answer_cell(cell: &Cell<'_>, as_json: bool, out: &mut Vec<u8>) {
+    let reparsed = match cell {
+        Cell::Json(_) => true,
+        Cell::Text(_) => as_json,
+        _ => false,
+    };
+    if reparsed {
+        // Writing a value into a vector cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &cell.to_json(as_json));
+    } else {
+        write_cell(cell, as_json, out);
     }
 }
 

@@ -10,10 +10,11 @@
 //! chunk cannot change the answer any more: the body is aborted instead of closed, so no
 //! client can take a truncated list for a whole one.
 
+use crate::cell_json::{write_cell, write_string};
 use crate::ApiError;
-use apijet_exec::cell::{Cell, DateTimeText, MAX_SAFE_INTEGER};
+use apijet_exec::cell::Cell;
 use apijet_exec::sink::{RowSink, SinkError};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 /// What the producer sends to the HTTP body.
@@ -58,12 +59,12 @@ impl StreamSink {
         json_outputs: Vec<String>,
     ) -> StreamSink {
         let mut open = b"{".to_vec();
-        escape_into(list_key, &mut open);
+        write_string(list_key, &mut open);
         open.extend_from_slice(b":[");
         let (item_prefix, item_suffix): (Vec<u8>, &'static [u8]) = match wrap_key {
             Some(k) => {
                 let mut p = b"{".to_vec();
-                escape_into(k, &mut p);
+                write_string(k, &mut p);
                 p.push(b':');
                 (p, b"}")
             }
@@ -113,7 +114,7 @@ impl RowSink for StreamSink {
             .map(|n| {
                 let mut k = Vec::with_capacity(n.len() + 4);
                 k.push(b',');
-                escape_into(n, &mut k);
+                write_string(n, &mut k);
                 k.push(b':');
                 k
             })
@@ -168,147 +169,9 @@ impl RowSink for StreamSink {
     }
 }
 
-/// Writes one non-NULL cell as JSON, exactly as [`Cell::to_json`] would serialize.
-fn write_cell(cell: &Cell<'_>, as_json: bool, buf: &mut BytesMut) {
-    match cell {
-        Cell::Null => buf.extend_from_slice(b"null"),
-        Cell::Bool(b) => buf.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Cell::Int(i) if i.unsigned_abs() <= MAX_SAFE_INTEGER as u64 => {
-            buf.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes())
-        }
-        Cell::UInt(u) if *u <= MAX_SAFE_INTEGER as u64 => {
-            buf.extend_from_slice(itoa::Buffer::new().format(*u).as_bytes())
-        }
-        // Beyond JavaScript's safe integers: rare, the shared conversion keeps the format.
-        Cell::Int(_) | Cell::UInt(_) => write_value(&cell.to_json(false), buf),
-        Cell::Decimal(d) => escape_bytes(d, buf),
-        Cell::Float(f) if f.is_finite() => write_value(f, buf),
-        Cell::Float(_) => buf.extend_from_slice(b"null"),
-        Cell::Text(t) if as_json => write_json_text(t, buf),
-        Cell::Text(t) => escape_bytes(t, buf),
-        Cell::Json(t) => write_json_text(t, buf),
-        // Digits and separators only: nothing to escape.
-        Cell::DateTime(dt) => write_quoted(DateTimeText::new(dt).as_bytes(), buf),
-        Cell::Date(d) => write_quoted(DateTimeText::date(d).as_bytes(), buf),
-        Cell::Time(t) => write_quoted(DateTimeText::time(t).as_bytes(), buf),
-        Cell::Bytes(_) => write_value(&cell.to_json(as_json), buf),
-    }
-}
-
-fn write_quoted(s: &[u8], buf: &mut BytesMut) {
-    buf.extend_from_slice(b"\"");
-    buf.extend_from_slice(s);
-    buf.extend_from_slice(b"\"");
-}
-
-/// Writes `v` as serde_json does, straight into the buffer.
-fn write_value<T: serde::Serialize + ?Sized>(v: &T, buf: &mut BytesMut) {
-    if serde_json::to_writer((&mut *buf).writer(), v).is_err() {
-        buf.extend_from_slice(b"null");
-    }
-}
-
-/// JSON documents from the database are copied as they are when valid; text that only
-/// claims to be JSON is answered as a string.
-fn write_json_text(t: &str, buf: &mut BytesMut) {
-    if serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok() {
-        buf.extend_from_slice(t.trim().as_bytes());
-    } else {
-        escape_bytes(t, buf);
-    }
-}
-
-fn escape_into(s: &str, out: &mut Vec<u8>) {
-    let mut b = BytesMut::new();
-    escape_bytes(s, &mut b);
-    out.extend_from_slice(&b);
-}
-
-/// Writes `s` as a JSON string literal.
-fn escape_bytes(s: &str, buf: &mut BytesMut) {
-    buf.extend_from_slice(b"\"");
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                buf.extend_from_slice(&bytes[start..i]);
-                buf.extend_from_slice(format!("\\u{b:04x}").as_bytes());
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[start..i]);
-        buf.extend_from_slice(esc);
-        start = i + 1;
-    }
-    buf.extend_from_slice(&bytes[start..]);
-    buf.extend_from_slice(b"\"");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strings_escape_like_serde_json() {
-        for s in [
-            "plain",
-            "quote\"back\\slash",
-            "line\nbreak\ttab",
-            "ctl\u{1}",
-            "雪 emoji 🦀",
-        ] {
-            let mut b = BytesMut::new();
-            escape_bytes(s, &mut b);
-            assert_eq!(
-                std::str::from_utf8(&b).expect("utf8"),
-                serde_json::to_string(s).expect("json")
-            );
-        }
-    }
-
-    #[test]
-    fn cells_write_as_the_buffered_answer_serializes_them() {
-        let dt = chrono::NaiveDate::from_ymd_opt(2017, 2, 1)
-            .and_then(|d| d.and_hms_micro_opt(11, 21, 50, 123_456))
-            .expect("valid");
-        let cells = [
-            Cell::Bool(true),
-            Cell::Int(0),
-            Cell::Int(-MAX_SAFE_INTEGER),
-            Cell::Int(MAX_SAFE_INTEGER + 1),
-            Cell::Int(i64::MIN),
-            Cell::UInt(u64::MAX),
-            Cell::Float(0.1),
-            Cell::Float(-0.0),
-            Cell::Float(1e300),
-            Cell::Float(5e-324),
-            Cell::Float(f64::NAN),
-            Cell::Float(f64::INFINITY),
-            Cell::Decimal("-0.05".into()),
-            Cell::Text("q\"b\\s\n\u{1} 雪".into()),
-            Cell::DateTime(dt),
-            Cell::Date(dt.date()),
-            Cell::Time(dt.time()),
-            Cell::Bytes(b"\x00\xffA".as_slice().into()),
-        ];
-        for cell in &cells {
-            let mut b = BytesMut::new();
-            write_cell(cell, false, &mut b);
-            assert_eq!(
-                std::str::from_utf8(&b).expect("utf8"),
-                serde_json::to_string(&cell.to_json(false)).expect("json"),
-                "{cell:?}"
-            );
-        }
-    }
 
     #[tokio::test]
     async fn rows_stream_in_the_envelope_and_empty_lists_are_omitted() {
