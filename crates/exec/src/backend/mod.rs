@@ -161,7 +161,7 @@ impl Backend {
         match self {
             Backend::Postgres(b) => b.pool_status(),
             Backend::Sqlite(b) => (b.in_use(), 0),
-            Backend::MySql(_) => (0, 0),
+            Backend::MySql(b) => b.pool_status(),
         }
     }
 

@@ -13,7 +13,8 @@ use mysql_async::consts::ColumnType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Pools of MySQL/MariaDB connections, one per host of the URL (`h1:p1,h2:p2`). Connections
 /// come from the host that last answered; when it refuses connections the next hosts are tried
@@ -24,8 +25,33 @@ pub struct MySqlBackend {
     /// Each pool's options, to tell a dead host from a dead pooled connection.
     hosts: Vec<OptsBuilder>,
     current: AtomicUsize,
+    /// mysql_async keeps its pool's counts private, so the backend counts for the metrics.
+    gauge: Arc<PoolGauge>,
     /// The server is MariaDB (its regex syntax differs from MySQL 8).
     pub mariadb: bool,
+}
+
+/// Connections handed out and callers waiting for one, for `/metrics`.
+#[derive(Default)]
+struct PoolGauge {
+    in_use: AtomicI64,
+    waiting: AtomicI64,
+}
+
+/// Counts one in a gauge while it lives.
+struct Counted(Arc<PoolGauge>, fn(&PoolGauge) -> &AtomicI64);
+
+impl Counted {
+    fn new(gauge: &Arc<PoolGauge>, which: fn(&PoolGauge) -> &AtomicI64) -> Counted {
+        which(gauge).fetch_add(1, Ordering::Relaxed);
+        Counted(gauge.clone(), which)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        (self.1)(&self.0).fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl MySqlBackend {
@@ -78,6 +104,7 @@ impl MySqlBackend {
                 pools: hosts.iter().cloned().map(Pool::new).collect(),
                 hosts,
                 current: AtomicUsize::new(i),
+                gauge: Arc::default(),
                 mariadb,
             });
         }
@@ -131,8 +158,20 @@ impl MySqlBackend {
         }
     }
 
-    async fn conn(&self) -> Result<mysql_async::Conn, ExecError> {
-        self.failover(Pool::get_conn).await
+    /// Connections in use and callers waiting for one.
+    pub fn pool_status(&self) -> (i64, i64) {
+        let g = &self.gauge;
+        (
+            g.in_use.load(Ordering::Relaxed),
+            g.waiting.load(Ordering::Relaxed),
+        )
+    }
+
+    async fn conn(&self) -> Result<(mysql_async::Conn, Counted), ExecError> {
+        let waiting = Counted::new(&self.gauge, |g| &g.waiting);
+        let conn = self.failover(Pool::get_conn).await?;
+        drop(waiting);
+        Ok((conn, Counted::new(&self.gauge, |g| &g.in_use)))
     }
 
     /// Runs a statement, feeding every row to `sink`.
@@ -141,21 +180,26 @@ impl MySqlBackend {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let mut conn = self.conn().await?;
+        let (mut conn, _in_use) = self.conn().await?;
         fetch_on(&mut conn, stmt, sink).await
     }
 
     /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
     pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
+        let waiting = Counted::new(&self.gauge, |g| &g.waiting);
         let tx = self
             .failover(|p| p.start_transaction(mysql_async::TxOpts::default()))
             .await?;
-        Ok(MySqlTx { tx })
+        drop(waiting);
+        Ok(MySqlTx {
+            tx,
+            _in_use: Counted::new(&self.gauge, |g| &g.in_use),
+        })
     }
 
     /// Runs statements that return no rows (schema set-up, demo data).
     pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
-        let mut conn = self.conn().await?;
+        let (mut conn, _in_use) = self.conn().await?;
         for s in statements {
             conn.query_drop(s.as_str()).await.map_err(db_error)?;
         }
@@ -268,6 +312,7 @@ async fn fetch_on<Q: Queryable, S: RowSink>(
 /// An open transaction; mysql_async rolls it back if it is dropped unfinished.
 pub struct MySqlTx {
     tx: mysql_async::Transaction<'static>,
+    _in_use: Counted,
 }
 
 impl MySqlTx {
@@ -386,5 +431,25 @@ fn db_error(e: mysql_async::Error) -> ExecError {
             kind: DbErrorKind::Connection,
             message: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_gauge_counts_what_is_held_and_forgets_it_when_dropped() {
+        let gauge = Arc::new(PoolGauge::default());
+        let waiting = Counted::new(&gauge, |g| &g.waiting);
+        let a = Counted::new(&gauge, |g| &g.in_use);
+        let b = Counted::new(&gauge, |g| &g.in_use);
+        assert_eq!(gauge.in_use.load(Ordering::Relaxed), 2);
+        assert_eq!(gauge.waiting.load(Ordering::Relaxed), 1);
+        drop((waiting, a));
+        assert_eq!(gauge.in_use.load(Ordering::Relaxed), 1);
+        assert_eq!(gauge.waiting.load(Ordering::Relaxed), 0);
+        drop(b);
+        assert_eq!(gauge.in_use.load(Ordering::Relaxed), 0);
     }
 }
