@@ -143,6 +143,8 @@ fn compare_scenario(old: &ScenarioReport, new: &ScenarioReport) -> ScenarioChang
             baselines.len()
         )
     };
+    // A list's ratio is apijet's time over the baseline's, so there a larger ratio is the drop.
+    let time_ratio = new.id == "list";
     let rows = pairs
         .iter()
         .map(|(o, n)| {
@@ -158,7 +160,8 @@ fn compare_scenario(old: &ScenarioReport, new: &ScenarioReport) -> ScenarioChang
                     ));
                 }
                 if let (Some(a), Some(b)) = (o.ratio, n.ratio) {
-                    if let Some(d) = change(a, b).filter(|d| -d > rate_noise) {
+                    let worse = |d: f64| if time_ratio { d } else { -d };
+                    if let Some(d) = change(a, b).filter(|d| worse(*d) > rate_noise) {
                         flags.push(format!("ratio {a:.2} → {b:.2} ({:+.0}%)", d * 100.0));
                     }
                 }
@@ -341,6 +344,10 @@ mod tests {
     }
 
     fn report(rows: Vec<Row>) -> Report {
+        report_of("point", rows)
+    }
+
+    fn report_of(id: &str, rows: Vec<Row>) -> Report {
         Report {
             date: "d".into(),
             command: String::new(),
@@ -357,7 +364,7 @@ mod tests {
             loadavg_end: String::new(),
             engines: vec![],
             scenarios: vec![ScenarioReport {
-                id: "point".into(),
+                id: id.into(),
                 engine: Engine::Sqlite,
                 title: String::new(),
                 request: String::new(),
@@ -404,5 +411,20 @@ mod tests {
         let c = compare(&old, &new);
         assert!(c.flagged.is_empty(), "{:?}", c.flagged);
         assert!(markdown(&c).contains("No drop beyond the measured noise."));
+    }
+
+    #[test]
+    fn a_list_whose_time_ratio_falls_is_not_a_drop_and_one_that_grows_is() {
+        let rows = |ratio: f64| {
+            vec![
+                row("apijet N=1M", Side::Apijet, 1_000_000.0, 1.0, Some(ratio)),
+                row("baseline N=1M", Side::Baseline, 1_000_000.0, 1.0, None),
+            ]
+        };
+        let faster = compare(&report_of("list", rows(1.8)), &report_of("list", rows(0.9)));
+        assert!(faster.flagged.is_empty(), "{:?}", faster.flagged);
+        let slower = compare(&report_of("list", rows(0.9)), &report_of("list", rows(1.8)));
+        assert_eq!(slower.flagged.len(), 1, "{:?}", slower.flagged);
+        assert!(slower.flagged[0].contains("ratio 0.90 → 1.80"));
     }
 }
