@@ -233,7 +233,7 @@ fn push_name(out: &mut Vec<u8>, first: &mut bool, name: &str) {
 fn push_int(out: &mut Vec<u8>, i: i64) {
     const MAX_SAFE: i64 = 9_007_199_254_740_991;
     let mut b = itoa::Buffer::new();
-    if i.abs() <= MAX_SAFE {
+    if i.unsigned_abs() <= MAX_SAFE as u64 {
         out.extend_from_slice(b.format(i).as_bytes());
     } else {
         push_str(out, b.format(i));
