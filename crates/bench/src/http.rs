@@ -277,6 +277,44 @@ async fn read_exact_to(
     Ok(())
 }
 
+/// POSTs `body` to `/get` at `addr` and reads the answer to its last byte without holding it:
+/// counts the occurrences of `needle` (one per row or item) and the bytes, and checks the answer
+/// starts with `opening` and ends in a success envelope. `what` names the answer in errors.
+pub async fn post_counting(
+    addr: SocketAddr,
+    body: &str,
+    needle: &[u8],
+    opening: &[u8],
+    what: &str,
+) -> Result<(u64, u64), String> {
+    let mut client = Client::new(addr);
+    let (mut count, mut carry, mut head, mut tail) = (0u64, Vec::new(), Vec::new(), Vec::new());
+    let h = client
+        .request("POST", "/get", &[], body.as_bytes(), &mut |b| {
+            if head.len() < 64 {
+                head.extend_from_slice(&b[..b.len().min(64)]);
+            }
+            carry.extend_from_slice(b);
+            count += carry.windows(needle.len()).filter(|w| *w == needle).count() as u64;
+            let keep = carry.len().saturating_sub(needle.len() - 1);
+            carry.drain(..keep);
+            tail.extend_from_slice(&b[b.len().saturating_sub(256)..]);
+            let cut = tail.len().saturating_sub(256);
+            tail.drain(..cut);
+        })
+        .await
+        .map_err(|e| format!("POST /get ({what}): {e}"))?;
+    let tail = String::from_utf8_lossy(&tail);
+    if h.status != 200 || !head.starts_with(opening) || !tail.contains("\"code\":200") {
+        return Err(format!(
+            "the {what} is not a successful answer (HTTP {}): {}…{tail}",
+            h.status,
+            String::from_utf8_lossy(&head)
+        ));
+    }
+    Ok((count, h.bytes))
+}
+
 /// The APIJSON code of an answer body (`"code":200` on success), when it has one.
 pub fn apijson_code(body: &[u8]) -> Option<i64> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;

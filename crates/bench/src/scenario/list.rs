@@ -6,7 +6,7 @@
 use super::{empty_report, short_n, Ctx};
 use crate::baseline::{client_reader, raw_read, time_command};
 use crate::data::t_event;
-use crate::http::Client;
+use crate::http::{post_counting, Client};
 use crate::load::Measured;
 use crate::report::{Row, ScenarioReport, Side};
 use crate::server::{Server, ServerConfig};
@@ -56,7 +56,14 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
             let group = format!("N={}{}", short_n(n), if filtered { " xid" } else { "" });
             let body = t_event::request(n, filtered);
             // Check (and warm up): the whole answer, rows counted as they stream.
-            let (rows_seen, bytes) = fetch_counting(&server, &body).await?;
+            let (rows_seen, bytes) = post_counting(
+                server.addr,
+                &body,
+                b"\"x_uin\":",
+                b"{\"TEvent[]\":[",
+                "list",
+            )
+            .await?;
             if rows_seen != n {
                 return Err(format!("N={n}{suffix}: the answer held {rows_seen} rows"));
             }
@@ -202,42 +209,6 @@ fn single_row(
         mode: "single",
     };
     Row::from_measured(label, series, group, side, None, &m)
-}
-
-/// POSTs the list request and counts rows (`"x_uin":` keys) and bytes as the body streams;
-/// checks the start and the success envelope at the end.
-async fn fetch_counting(server: &Server, body: &str) -> Result<(u64, u64), String> {
-    let mut client = Client::new(server.addr);
-    let needle = b"\"x_uin\":";
-    let (mut count, mut carry, mut head, mut tail) = (0u64, Vec::new(), Vec::new(), Vec::new());
-    let h = client
-        .request("POST", "/get", &[], body.as_bytes(), &mut |b| {
-            if head.len() < 64 {
-                head.extend_from_slice(&b[..b.len().min(64)]);
-            }
-            carry.extend_from_slice(b);
-            count += carry.windows(needle.len()).filter(|w| *w == needle).count() as u64;
-            let keep = carry.len().saturating_sub(needle.len() - 1);
-            carry.drain(..keep);
-            tail.extend_from_slice(&b[b.len().saturating_sub(256)..]);
-            let cut = tail.len().saturating_sub(256);
-            tail.drain(..cut);
-        })
-        .await
-        .map_err(|e| format!("POST /get (list): {e}"))?;
-    let tail_text = String::from_utf8_lossy(&tail);
-    if h.status != 200
-        || !head.starts_with(b"{\"TEvent[]\":[")
-        || !tail_text.contains("\"code\":200")
-    {
-        return Err(format!(
-            "the list answer is not a successful TEvent[] (HTTP {}): {}…{}",
-            h.status,
-            String::from_utf8_lossy(&head),
-            tail_text
-        ));
-    }
-    Ok((count, h.bytes))
 }
 
 /// One timed request: (time to the last byte, time to the first byte).

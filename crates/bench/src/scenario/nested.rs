@@ -8,10 +8,10 @@
 //! nested answers stream, so the peak should stay within [`FLAT_MIB`] of idle at every size.
 
 use super::{empty_report, measure_level, short_n, verify, warm_up, Ctx, Level};
-use crate::http::Client;
+use crate::http::post_counting;
 use crate::report::ScenarioReport;
 use crate::rng::Rng;
-use crate::server::{Server, ServerConfig};
+use crate::server::ServerConfig;
 use std::sync::Arc;
 
 pub const GOAL: &str =
@@ -74,7 +74,14 @@ async fn peak_per_size(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), Stri
     for &n in &sizes {
         server.reset_peak();
         let sampler = server.sample_rss();
-        let (items, bytes) = read_items(&server, &request(n, 0)).await?;
+        let (items, bytes) = post_counting(
+            server.addr,
+            &request(n, 0),
+            b"{\"Moment\":",
+            b"{\"[]\":[",
+            "nested page",
+        )
+        .await?;
         let peak_kib = sampler.stop().max(server.status_kib("VmHWM").unwrap_or(0));
         if items != n {
             return Err(format!("a page of {n} moments answered {items} items"));
@@ -114,38 +121,6 @@ async fn peak_per_size(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), Stri
             .join(", ")
     ));
     Ok(())
-}
-
-/// Reads a nested answer to its last byte without holding it; returns its items (one
-/// `{"Moment":` each) and bytes, after checking it is a successful `[]` list.
-async fn read_items(server: &Server, body: &str) -> Result<(u64, u64), String> {
-    let mut client = Client::new(server.addr);
-    let needle = b"{\"Moment\":";
-    let (mut count, mut carry, mut head, mut tail) = (0u64, Vec::new(), Vec::new(), Vec::new());
-    let h = client
-        .request("POST", "/get", &[], body.as_bytes(), &mut |b| {
-            if head.len() < 64 {
-                head.extend_from_slice(&b[..b.len().min(64)]);
-            }
-            carry.extend_from_slice(b);
-            count += carry.windows(needle.len()).filter(|w| *w == needle).count() as u64;
-            let keep = carry.len().saturating_sub(needle.len() - 1);
-            carry.drain(..keep);
-            tail.extend_from_slice(&b[b.len().saturating_sub(256)..]);
-            let cut = tail.len().saturating_sub(256);
-            tail.drain(..cut);
-        })
-        .await
-        .map_err(|e| format!("POST /get (nested page): {e}"))?;
-    let tail = String::from_utf8_lossy(&tail);
-    if h.status != 200 || !head.starts_with(b"{\"[]\":[") || !tail.contains("\"code\":200") {
-        return Err(format!(
-            "the nested answer is not a successful [] list (HTTP {}): {}…{tail}",
-            h.status,
-            String::from_utf8_lossy(&head)
-        ));
-    }
-    Ok((count, h.bytes))
 }
 
 async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
