@@ -6,7 +6,7 @@
 //! ends before any byte left, the statement count goes first ([`Chunk::Statements`]) for the
 //! `x-apijet-statements` header.
 
-use crate::stream::{close_answer, Chunk, CHUNK};
+use crate::stream::{close_answer, send_chunk, Chunk, CHUNK};
 use apijet_exec::read::ItemSink;
 use apijet_exec::sink::SinkError;
 use bytes::{BufMut, BytesMut};
@@ -87,17 +87,8 @@ impl ItemSink for ItemStream {
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = self.buf.split().freeze();
-        // As in `StreamSink::flush`: a fresh allocation rather than regrowing from nothing.
-        self.buf.reserve(CHUNK + 4096);
-        self.sent = true;
-        self.tx
-            .send(Chunk::Data(chunk))
-            .await
-            .map_err(|_| SinkError::Closed)
+        self.sent |= !self.buf.is_empty();
+        send_chunk(&mut self.buf, &self.tx).await
     }
 }
 

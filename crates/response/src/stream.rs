@@ -155,18 +155,25 @@ impl RowSink for StreamSink {
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        let chunk = self.buf.split().freeze();
-        // `split` hands the whole allocation on; without a fresh one the next chunk would grow
-        // from nothing through a series of reallocations.
-        self.buf.reserve(CHUNK + 4096);
-        self.tx
-            .send(Chunk::Data(chunk))
-            .await
-            .map_err(|_| SinkError::Closed)
+        send_chunk(&mut self.buf, &self.tx).await
     }
+}
+
+/// Sends what `buf` holds as one chunk (nothing when it is empty).
+pub(crate) async fn send_chunk(
+    buf: &mut BytesMut,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), SinkError> {
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let chunk = buf.split().freeze();
+    // `split` hands the whole allocation on; without a fresh one the next chunk would grow
+    // from nothing through a series of reallocations.
+    buf.reserve(CHUNK + 4096);
+    tx.send(Chunk::Data(chunk))
+        .await
+        .map_err(|_| SinkError::Closed)
 }
 
 #[cfg(test)]
