@@ -15,7 +15,7 @@
 //! tried and nothing else. Anything else — a select item, a function argument, another
 //! operator, OR or NOT, ON, GROUP BY, HAVING, ORDER BY, a subquery — is refused (403).
 
-use crate::query::{CmpOp, Expr, Ident, OrderItem, Pred, Select, Source};
+use crate::query::{CmpOp, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
 use crate::PlanError;
 
@@ -156,18 +156,89 @@ pub fn uses(select: &Select) -> Vec<ColumnUse<'_>> {
     out
 }
 
+/// An object's clauses before they are one statement: what [`admit_object`] checks.
+pub(crate) struct ObjectParts<'p> {
+    /// The object.
+    pub known: Known<'p>,
+    /// Its `@from@` subquery.
+    pub from: Option<&'p Select>,
+    /// Its select list.
+    pub columns: &'p [SelectItem],
+    /// GROUP BY.
+    pub group: &'p [Expr],
+    /// HAVING.
+    pub having: Option<&'p Pred>,
+    /// ORDER BY.
+    pub order: &'p [OrderItem],
+}
+
+/// One condition of an object before its value is known.
+pub(crate) struct PartCondition<'p> {
+    /// The key as the client wrote it, for messages.
+    pub key: &'p str,
+    /// Its left side.
+    pub lhs: &'p Expr,
+    /// A plain `column: value` key on the column itself (see [`Use::Equality`]).
+    pub exact: bool,
+    /// Its subquery, if its value is one.
+    pub subquery: Option<&'p Select>,
+}
+
+/// Passes an object's clauses through [`admit`] when it is planned, before references and
+/// values complete it, so that a request is refused before any of its statements runs.
+pub(crate) fn admit_object<'p>(
+    parts: &ObjectParts<'p>,
+    conds: impl Iterator<Item = PartCondition<'p>>,
+) -> Result<(), PlanError> {
+    let known = [parts.known];
+    let mut visit = |u: ColumnUse<'_>| admit(&u, &known);
+    let mut walk = Walker::new(&mut visit);
+    let sql_name = Ident::new(parts.known.table.sql_name.clone());
+    match parts.from {
+        Some(from) => {
+            walk.select(from, true)?;
+            walk.bind_origin(parts.known.alias, Origin::Derived);
+        }
+        None => walk.bind_origin(parts.known.alias, Origin::Table(&sql_name)),
+    }
+    for c in parts.columns {
+        walk.expr(&c.expr, Use::Output)?;
+    }
+    for c in conds {
+        let usage = if c.exact {
+            Use::Equality
+        } else {
+            Use::Condition
+        };
+        walk.expr(c.lhs, usage).map_err(|e| match e {
+            PlanError::Forbidden(m) => PlanError::Forbidden(format!("{}: {m}", c.key)),
+            other => other,
+        })?;
+        if let Some(sub) = c.subquery {
+            walk.select(sub, true)?;
+        }
+    }
+    for g in parts.group {
+        walk.expr(g, Use::Group)?;
+    }
+    if let Some(h) = parts.having {
+        walk.pred(h, Use::Having, false)?;
+    }
+    walk.order(parts.order, Use::Order)
+}
+
 type Visit<'s, 'f> = &'f mut dyn FnMut(ColumnUse<'s>) -> Result<(), PlanError>;
 
 /// Walks statements, resolving qualifiers against the aliases in scope. The trees it walks are
 /// as deep as the planner's limits allow (expression depth, subquery depth), never deeper.
-pub(crate) struct Walker<'s, 'f> {
+struct Walker<'s, 'f> {
     scopes: Vec<(&'s Ident, Origin<'s>)>,
     depth: usize,
     visit: Visit<'s, 'f>,
 }
 
 impl<'s, 'f> Walker<'s, 'f> {
-    pub(crate) fn new(visit: Visit<'s, 'f>) -> Walker<'s, 'f> {
+    fn new(visit: Visit<'s, 'f>) -> Walker<'s, 'f> {
         Walker {
             scopes: Vec::new(),
             depth: 0,
@@ -186,7 +257,7 @@ impl<'s, 'f> Walker<'s, 'f> {
 
     /// Puts `alias` in scope as `origin`, for walking an object's clauses before they are one
     /// statement.
-    pub(crate) fn bind_origin(&mut self, alias: &'s Ident, origin: Origin<'s>) {
+    fn bind_origin(&mut self, alias: &'s Ident, origin: Origin<'s>) {
         self.scopes.push((alias, origin));
     }
 
@@ -198,7 +269,7 @@ impl<'s, 'f> Walker<'s, 'f> {
     }
 
     /// A whole statement; `nested` when it is a subquery or derived table of another.
-    pub(crate) fn select(&mut self, s: &'s Select, nested: bool) -> Result<(), PlanError> {
+    fn select(&mut self, s: &'s Select, nested: bool) -> Result<(), PlanError> {
         let mark = self.scopes.len();
         self.depth += usize::from(nested);
         self.source(&s.source)?;
@@ -230,7 +301,7 @@ impl<'s, 'f> Walker<'s, 'f> {
         Ok(())
     }
 
-    pub(crate) fn order(&mut self, items: &'s [OrderItem], usage: Use) -> Result<(), PlanError> {
+    fn order(&mut self, items: &'s [OrderItem], usage: Use) -> Result<(), PlanError> {
         for item in items {
             if let OrderItem::By(e, _) = item {
                 self.expr(e, usage)?;
@@ -240,12 +311,7 @@ impl<'s, 'f> Walker<'s, 'f> {
     }
 
     /// A condition; `conjunct` while it is reached from WHERE through AND only.
-    pub(crate) fn pred(
-        &mut self,
-        p: &'s Pred,
-        usage: Use,
-        conjunct: bool,
-    ) -> Result<(), PlanError> {
+    fn pred(&mut self, p: &'s Pred, usage: Use, conjunct: bool) -> Result<(), PlanError> {
         match p {
             Pred::And(ps) => ps.iter().try_for_each(|p| self.pred(p, usage, conjunct)),
             Pred::Or(ps) => ps.iter().try_for_each(|p| self.pred(p, usage, false)),
@@ -273,7 +339,7 @@ impl<'s, 'f> Walker<'s, 'f> {
         }
     }
 
-    pub(crate) fn expr(&mut self, e: &'s Expr, usage: Use) -> Result<(), PlanError> {
+    fn expr(&mut self, e: &'s Expr, usage: Use) -> Result<(), PlanError> {
         match e {
             Expr::Column { table, name, .. } => {
                 let origin = table

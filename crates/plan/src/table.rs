@@ -5,7 +5,7 @@
 use crate::combine::{self, Combine};
 use crate::condition::{self, Outcome};
 use crate::expr::check_length;
-use crate::gate::{self, ColumnUse, Known, Origin, Use, Walker};
+use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::preds::{cast_values, combine_pred, subquery_pred};
 use crate::query::{
     CastType, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
@@ -425,41 +425,24 @@ impl TablePlan {
     /// refused before any of its statements runs; [`TablePlan::select`] passes the complete
     /// statement again, with what references and values add.
     fn admit_parts(&self) -> Result<(), PlanError> {
-        let known = [self.known()];
-        let mut visit = |u: ColumnUse<'_>| gate::admit(&u, &known);
-        let mut walk = Walker::new(&mut visit);
-        let sql_name = Ident::new(self.table.sql_name.clone());
-        match &self.from {
-            Some(from) => {
-                walk.select(from, true)?;
-                walk.bind_origin(&self.alias, Origin::Derived);
-            }
-            None => walk.bind_origin(&self.alias, Origin::Table(&sql_name)),
-        }
-        for c in &self.columns {
-            walk.expr(&c.expr, Use::Output)?;
-        }
-        for c in &self.conds {
-            let usage = if is_exact(c) {
-                Use::Equality
-            } else {
-                Use::Condition
-            };
-            walk.expr(&c.lhs, usage).map_err(|e| match e {
-                PlanError::Forbidden(m) => PlanError::Forbidden(format!("{}: {m}", c.key.raw)),
-                other => other,
-            })?;
-            if let Operand::Subquery(sub, _) = &c.operand {
-                walk.select(sub, true)?;
-            }
-        }
-        for g in &self.group {
-            walk.expr(g, Use::Group)?;
-        }
-        if let Some(h) = &self.having {
-            walk.pred(h, Use::Having, false)?;
-        }
-        walk.order(&self.order, Use::Order)
+        let parts = ObjectParts {
+            known: self.known(),
+            from: self.from.as_deref(),
+            columns: &self.columns,
+            group: &self.group,
+            having: self.having.as_ref(),
+            order: &self.order,
+        };
+        let conds = self.conds.iter().map(|c| PartCondition {
+            key: &c.key.raw,
+            lhs: &c.lhs,
+            exact: is_exact(c),
+            subquery: match &c.operand {
+                Operand::Subquery(sub, _) => Some(&**sub),
+                _ => None,
+            },
+        });
+        gate::admit_object(&parts, conds)
     }
 
     /// The concrete query once references are known; `None` when the object cannot match
