@@ -413,3 +413,5 @@ fn is_bound(e: &Expr) -> bool {
 
 #[cfg(test)]
 mod hidden_columns;
+#[cfg(test)]
+mod subquery_roles;
