@@ -56,7 +56,7 @@ impl Use {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin<'s> {
     /// A table of the schema, by its SQL name.
-    Table(&'s Ident),
+    Table(&'s str),
     /// A derived table (a FROM or JOIN subquery): its columns are its select list's outputs,
     /// each of which passed the gate where it was made.
     Derived,
@@ -102,10 +102,15 @@ pub struct Known<'p> {
 /// way? Hidden columns only as an [`Use::Equality`] of the object's own statement that its
 /// structure granted; a column of a known table must exist in it.
 pub fn admit(u: &ColumnUse<'_>, known: &[Known<'_>]) -> Result<(), PlanError> {
+    // Every other position names columns the planner resolved through the schema; a join's ON
+    // takes one from a reference path (`"id@": "/Moment/userId"`).
+    if u.usage != Use::Join && !u.is_hidden() {
+        return Ok(());
+    }
     let object = u
         .qualifier
         .and_then(|q| known.iter().find(|k| k.alias == q))
-        .filter(|k| matches!(u.origin, Origin::Table(sql) if sql.as_str() == k.table.sql_name));
+        .filter(|k| matches!(u.origin, Origin::Table(sql) if sql == k.table.sql_name));
     if let (Some(k), false) = (object, u.nested) {
         if k.table.column(u.column.as_str()).is_none() {
             return Err(PlanError::UnknownColumn {
@@ -193,13 +198,15 @@ pub(crate) fn admit_object<'p>(
     let known = [parts.known];
     let mut visit = |u: ColumnUse<'_>| admit(&u, &known);
     let mut walk = Walker::new(&mut visit);
-    let sql_name = Ident::new(parts.known.table.sql_name.clone());
     match parts.from {
         Some(from) => {
             walk.select(from, true)?;
             walk.bind_origin(parts.known.alias, Origin::Derived);
         }
-        None => walk.bind_origin(parts.known.alias, Origin::Table(&sql_name)),
+        None => walk.bind_origin(
+            parts.known.alias,
+            Origin::Table(&parts.known.table.sql_name),
+        ),
     }
     for c in parts.columns {
         walk.expr(&c.expr, Use::Output)?;
@@ -249,7 +256,7 @@ impl<'s, 'f> Walker<'s, 'f> {
     /// Puts `alias` (reading from `source`) in scope for the clauses walked next.
     fn bind(&mut self, alias: &'s Ident, source: &'s Source) {
         let origin = match source {
-            Source::Table(t) => Origin::Table(t),
+            Source::Table(t) => Origin::Table(t.as_str()),
             Source::Select(_) => Origin::Derived,
         };
         self.bind_origin(alias, origin);
