@@ -286,6 +286,20 @@ pub fn carry_vice_columns(main: &mut Select, prefix: &str, vice: &Select) {
     }));
 }
 
+/// Passes a joined select through the column gate as one statement: its ON conditions name
+/// columns that reference paths gave, and the sides' clauses now sit together.
+pub fn admit_joined(
+    select: &Select,
+    main: &TablePlan,
+    vices: &[TablePlan],
+) -> Result<(), PlanError> {
+    let known: Vec<_> = std::iter::once(main)
+        .chain(vices)
+        .map(TablePlan::known)
+        .collect();
+    crate::gate::admit_select(select, &known)
+}
+
 /// Turns the main table's select into the joined select: ON conditions come from the vice's
 /// references to the main table (`"id@": "/Moment/userId"`), WHERE combines both sides as the
 /// join character says (§12.2).

@@ -13,6 +13,7 @@ mod combine;
 mod condition;
 mod expr;
 pub mod functions;
+pub mod gate;
 pub mod keywords;
 mod preds;
 pub mod procedure;
