@@ -7,9 +7,12 @@ mod support;
 use std::process::{Command, Output};
 use support::{demo_dir, skip, with_database, Engine};
 
+/// Runs a counting query on one database and answers the count as text.
+type Count = Box<dyn Fn(&str) -> String>;
+
 /// A database of each engine holding its own `apijson_user` and `Access` rows (the tables an
 /// APIJSON database and the demo share) and a table of its own, `notes`.
-fn occupied_databases() -> Vec<(&'static str, String, Box<dyn Fn(&str) -> String>)> {
+fn occupied_databases() -> Vec<(&'static str, String, Count)> {
     let own = [
         "CREATE TABLE apijson_user (id bigint PRIMARY KEY, name varchar(20))",
         "INSERT INTO apijson_user VALUES (1, 'mine'), (2, 'also mine')",
@@ -18,7 +21,7 @@ fn occupied_databases() -> Vec<(&'static str, String, Box<dyn Fn(&str) -> String
         "CREATE TABLE notes (id bigint PRIMARY KEY)",
         "INSERT INTO notes VALUES (7)",
     ];
-    let mut out: Vec<(&'static str, String, Box<dyn Fn(&str) -> String>)> = Vec::new();
+    let mut out: Vec<(&'static str, String, Count)> = Vec::new();
 
     let path = demo_dir().join("demo_command.db");
     let _ = std::fs::remove_file(&path);
