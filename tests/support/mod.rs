@@ -536,6 +536,7 @@ pub fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
     for (name, url) in &out {
         let status = Command::new(exe)
             .args(["demo", "--db", url])
+            .stdout(Stdio::null())
             .status()
             .expect("apijet demo runs");
         assert!(status.success(), "loading the demo dataset into {name}");
