@@ -8,6 +8,9 @@
 //! `row_number() OVER (PARTITION BY momentId …)` window that keeps exactly `count` rows per
 //! parent from page `page`. The rows are then handed back to their items. Anything else
 //! (functions, children, aggregates, joins, totals) keeps the item-by-item path.
+//!
+//! `@explain` does not change that: it answers the statements that ran, so the one statement
+//! of a batched member is explained once, on the first item it answered.
 
 use super::Reader;
 use crate::ExecError;
@@ -15,7 +18,7 @@ use apijet_plan::array::{self, QueryMode};
 use apijet_plan::TablePlan;
 use apijet_request::{ArrayObject, ConditionKey, Logic, Member, Node, Op, TableEntry, TableObject};
 use apijet_sql::render;
-use serde_json::{Map, Value as Json};
+use serde_json::{json, Map, Value as Json};
 use std::collections::{HashMap, HashSet};
 
 /// A reference of a member to its item's main object: `vice = main`.
@@ -164,6 +167,25 @@ fn rows_of<'a>(
         .map_or(&[], Vec::as_slice)
 }
 
+/// Puts `@explain` (of a statement that answered several items) first in the object of the
+/// first item answered, or in an object of its own when no row matched, as an object alone
+/// answers its statement even without a row.
+fn explain_first(placed: &mut [Option<Json>], present: &[bool], explained: Json) {
+    let Some(i) = placed
+        .iter()
+        .position(Option::is_some)
+        .or_else(|| present.iter().position(|ok| *ok))
+    else {
+        return;
+    };
+    let mut first = Map::new();
+    first.insert("@explain".into(), explained);
+    if let Some(Json::Object(obj)) = placed[i].take() {
+        first.extend(obj);
+    }
+    placed[i] = Some(Json::Object(first));
+}
+
 fn strip(
     mut row: Map<String, Json>,
     added: &[String],
@@ -238,8 +260,7 @@ impl Reader<'_> {
             return Ok(None);
         };
         let probe = TablePlan::new(t, &self.ctx())?;
-        if probe.explain
-            || probe.drop
+        if probe.drop
             || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
@@ -247,6 +268,7 @@ impl Reader<'_> {
         {
             return Ok(None);
         }
+        let explain = probe.explain && !self.quiet_explain.contains(&t.key.text());
         let (values, present) = Self::link_values(&links, mains);
         if values.iter().any(Vec::is_empty) {
             return Ok(Some(vec![None; mains.len()]));
@@ -256,13 +278,12 @@ impl Reader<'_> {
         let Some(select) = plan.select(&mut |_| None)? else {
             return Ok(Some(vec![None; mains.len()]));
         };
-        let rows = self
-            .rows(&render(self.env.dialect, &select), &plan.json_outputs)
-            .await?;
+        let stmt = render(self.env.dialect, &select);
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let index = index_rows(&rows, &links);
-        let placed: Vec<Option<Json>> = mains
+        let mut placed: Vec<Option<Json>> = mains
             .iter()
-            .zip(present)
+            .zip(present.iter().copied())
             .map(|(main, ok)| {
                 let &first = rows_of(&index, &links, main).first().filter(|_| ok)?;
                 Some(Json::Object(strip(
@@ -273,6 +294,10 @@ impl Reader<'_> {
             })
             .collect();
         self.hold_copies(placed.iter().flatten().count(), &rows)?;
+        if explain {
+            let explained = self.explain(&stmt).await?;
+            explain_first(&mut placed, &present, explained);
+        }
         Ok(Some(placed))
     }
 
@@ -314,12 +339,12 @@ impl Reader<'_> {
             return Ok(None);
         };
         let probe = TablePlan::new(t, &self.ctx())?;
-        if probe.explain
-            || probe.drop
+        if probe.drop
             || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
             || probe.distinct
+            || (probe.explain && !a.key.extract.is_empty())
         {
             return Ok(None);
         }
@@ -335,9 +360,12 @@ impl Reader<'_> {
         let partition: Vec<String> = links.iter().map(|l| l.vice.clone()).collect();
         let key_order = plan.table.column("id").map(|c| c.name.as_str());
         let windowed = select.per_parent_page(&partition, paging.count, paging.page, key_order);
-        let rows = self
-            .rows(&render(self.env.dialect, &windowed), &plan.json_outputs)
-            .await?;
+        let stmt = render(self.env.dialect, &windowed);
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let explained = match probe.explain && !self.quiet_explain.contains(&t.key.text()) {
+            true => Some(self.explain(&stmt).await?),
+            false => None,
+        };
         let unwrapped = a.key.table.is_some();
         let index = index_rows(&rows, &links);
         let placed_rows: usize = mains
@@ -347,33 +375,49 @@ impl Reader<'_> {
             .map(|(main, _)| rows_of(&index, &links, main).len())
             .sum();
         self.hold_copies(placed_rows, &rows)?;
-        Ok(Some(
-            mains
-                .iter()
-                .zip(present)
-                .map(|(main, ok)| {
-                    if !ok {
-                        return None;
-                    }
-                    let items: Vec<Json> = rows_of(&index, &links, main)
+        let mut explained = explained;
+        let mut lists: Vec<Option<Json>> = Vec::with_capacity(mains.len());
+        for (main, ok) in mains.iter().zip(present.iter().copied()) {
+            if !ok {
+                lists.push(None);
+                continue;
+            }
+            let mut items = Vec::new();
+            for &i in rows_of(&index, &links, main) {
+                let mut obj = strip(rows[i].clone(), &added, &plan.echoes);
+                if let Some(e) = explained.take() {
+                    // The statement that ran, on the first row it answered (extracted
+                    // columns never batch with @explain).
+                    let mut first = Map::with_capacity(obj.len() + 1);
+                    first.insert("@explain".into(), e);
+                    first.extend(obj);
+                    obj = first;
+                }
+                let obj = Json::Object(obj);
+                items.push(if !unwrapped {
+                    let mut wrapped = Map::new();
+                    wrapped.insert(item.key.clone(), obj);
+                    Json::Object(wrapped)
+                } else {
+                    a.key
+                        .extract
                         .iter()
-                        .map(|&i| &rows[i])
-                        .map(|r| {
-                            let obj = Json::Object(strip(r.clone(), &added, &plan.echoes));
-                            if !unwrapped {
-                                let mut wrapped = Map::new();
-                                wrapped.insert(item.key.clone(), obj);
-                                return Json::Object(wrapped);
-                            }
-                            a.key
-                                .extract
-                                .iter()
-                                .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
-                        })
-                        .collect();
-                    (!items.is_empty()).then_some(Json::Array(items))
-                })
-                .collect(),
-        ))
+                        .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
+                });
+            }
+            lists.push((!items.is_empty()).then_some(Json::Array(items)));
+        }
+        if let Some(e) = explained {
+            // No row at all: the statement is still answered, in the list's shape.
+            let alone = json!({ "@explain": e });
+            let item = match unwrapped {
+                true => alone,
+                false => json!({ item.key.clone(): alone }),
+            };
+            if let Some(i) = present.iter().position(|ok| *ok) {
+                lists[i] = Some(Json::Array(vec![item]));
+            }
+        }
+        Ok(Some(lists))
     }
 }
