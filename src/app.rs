@@ -561,7 +561,8 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
             DbRole::Replica,
         )
         .await
-        .map_err(|e| format!("read replica '{u}': {e}"))?;
+        // The error names the replica's host, database and user (not its password).
+        .map_err(|e| format!("read replica (setting read_replicas): {e}"))?;
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)
