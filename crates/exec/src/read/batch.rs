@@ -9,8 +9,9 @@
 //! parent from page `page`. The rows are then handed back to their items. Anything else
 //! (functions, children, aggregates, joins, totals) keeps the item-by-item path.
 //!
-//! `@explain` does not change that: it answers the statements that ran, so the one statement
-//! of a batched member is explained once, on the first item it answered.
+//! `@explain` does not change that: it answers the statements that ran. Every item still
+//! carries the `@explain` of its object, as item by item; the first item it answered reports
+//! the batched statement, the others repeat it with `"repeat": true` (it ran once).
 
 use super::Reader;
 use crate::ExecError;
@@ -167,23 +168,35 @@ fn rows_of<'a>(
         .map_or(&[], Vec::as_slice)
 }
 
-/// Puts `@explain` (of a statement that answered several items) first in the object of the
-/// first item answered, or in an object of its own when no row matched, as an object alone
-/// answers its statement even without a row.
-fn explain_first(placed: &mut [Option<Json>], present: &[bool], explained: Json) {
-    let Some(i) = placed
-        .iter()
-        .position(Option::is_some)
-        .or_else(|| present.iter().position(|ok| *ok))
-    else {
-        return;
-    };
-    let mut first = Map::new();
-    first.insert("@explain".into(), explained);
-    if let Some(Json::Object(obj)) = placed[i].take() {
-        first.extend(obj);
+/// The `@explain` of one batched statement, for each item it answered in turn.
+struct Explained {
+    json: Json,
+    given: bool,
+}
+
+impl Explained {
+    fn new(json: Json) -> Explained {
+        Explained { json, given: false }
     }
-    placed[i] = Some(Json::Object(first));
+
+    /// As the statement ran for the first item; marked `"repeat": true` for the others.
+    fn next(&mut self) -> Json {
+        let mut e = self.json.clone();
+        if std::mem::replace(&mut self.given, true) {
+            if let Json::Object(m) = &mut e {
+                m.insert("repeat".into(), Json::Bool(true));
+            }
+        }
+        e
+    }
+}
+
+/// `@explain` first among an object's keys, as on an object read by itself.
+fn explain_first(obj: Map<String, Json>, explained: Json) -> Map<String, Json> {
+    let mut first = Map::with_capacity(obj.len() + 1);
+    first.insert("@explain".into(), explained);
+    first.extend(obj);
+    first
 }
 
 fn strip(
@@ -280,24 +293,28 @@ impl Reader<'_> {
         };
         let stmt = render(self.env.dialect, &select);
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let mut explained = match explain {
+            true => Some(Explained::new(self.explain(&stmt).await?)),
+            false => None,
+        };
         let index = index_rows(&rows, &links);
-        let mut placed: Vec<Option<Json>> = mains
-            .iter()
-            .zip(present.iter().copied())
-            .map(|(main, ok)| {
-                let &first = rows_of(&index, &links, main).first().filter(|_| ok)?;
-                Some(Json::Object(strip(
-                    rows[first].clone(),
-                    &added,
-                    &plan.echoes,
-                )))
-            })
-            .collect();
-        self.hold_copies(placed.iter().flatten().count(), &rows)?;
-        if explain {
-            let explained = self.explain(&stmt).await?;
-            explain_first(&mut placed, &present, explained);
+        let mut placed_rows = 0;
+        let mut placed: Vec<Option<Json>> = Vec::with_capacity(mains.len());
+        for (main, ok) in mains.iter().zip(present) {
+            let row = rows_of(&index, &links, main)
+                .first()
+                .filter(|_| ok)
+                .map(|&i| strip(rows[i].clone(), &added, &plan.echoes));
+            placed_rows += usize::from(row.is_some());
+            placed.push(match (row, explained.as_mut()) {
+                (Some(obj), Some(e)) => Some(Json::Object(explain_first(obj, e.next()))),
+                (Some(obj), None) => Some(Json::Object(obj)),
+                // With @explain an object answers its statement even when no row matched.
+                (None, Some(e)) if ok => Some(json!({ "@explain": e.next() })),
+                (None, _) => None,
+            });
         }
+        self.hold_copies(placed_rows, &rows)?;
         Ok(Some(placed))
     }
 
@@ -362,11 +379,15 @@ impl Reader<'_> {
         let windowed = select.per_parent_page(&partition, paging.count, paging.page, key_order);
         let stmt = render(self.env.dialect, &windowed);
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
-        let explained = match probe.explain && !self.quiet_explain.contains(&t.key.text()) {
-            true => Some(self.explain(&stmt).await?),
+        let mut explained = match probe.explain && !self.quiet_explain.contains(&t.key.text()) {
+            true => Some(Explained::new(self.explain(&stmt).await?)),
             false => None,
         };
         let unwrapped = a.key.table.is_some();
+        let wrap = |obj: Json| match unwrapped {
+            true => obj,
+            false => json!({ item.key.clone(): obj }),
+        };
         let index = index_rows(&rows, &links);
         let placed_rows: usize = mains
             .iter()
@@ -375,48 +396,35 @@ impl Reader<'_> {
             .map(|(main, _)| rows_of(&index, &links, main).len())
             .sum();
         self.hold_copies(placed_rows, &rows)?;
-        let mut explained = explained;
         let mut lists: Vec<Option<Json>> = Vec::with_capacity(mains.len());
-        for (main, ok) in mains.iter().zip(present.iter().copied()) {
+        for (main, ok) in mains.iter().zip(present) {
             if !ok {
                 lists.push(None);
                 continue;
             }
             let mut items = Vec::new();
-            for &i in rows_of(&index, &links, main) {
+            for (n, &i) in rows_of(&index, &links, main).iter().enumerate() {
                 let mut obj = strip(rows[i].clone(), &added, &plan.echoes);
-                if let Some(e) = explained.take() {
-                    // The statement that ran, on the first row it answered (extracted
-                    // columns never batch with @explain).
-                    let mut first = Map::with_capacity(obj.len() + 1);
-                    first.insert("@explain".into(), e);
-                    first.extend(obj);
-                    obj = first;
+                if let Some(e) = explained.as_mut().filter(|_| n == 0) {
+                    // On the first row of each list, as item by item (extracted columns never
+                    // batch with @explain).
+                    obj = explain_first(obj, e.next());
                 }
                 let obj = Json::Object(obj);
-                items.push(if !unwrapped {
-                    let mut wrapped = Map::new();
-                    wrapped.insert(item.key.clone(), obj);
-                    Json::Object(wrapped)
-                } else {
+                items.push(if unwrapped {
                     a.key
                         .extract
                         .iter()
                         .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
+                } else {
+                    wrap(obj)
                 });
             }
-            lists.push((!items.is_empty()).then_some(Json::Array(items)));
-        }
-        if let Some(e) = explained {
-            // No row at all: the statement is still answered, in the list's shape.
-            let alone = json!({ "@explain": e });
-            let item = match unwrapped {
-                true => alone,
-                false => json!({ item.key.clone(): alone }),
-            };
-            if let Some(i) = present.iter().position(|ok| *ok) {
-                lists[i] = Some(Json::Array(vec![item]));
+            if let (true, Some(e)) = (items.is_empty(), explained.as_mut()) {
+                // No row: the statement is still answered, in the list's shape.
+                items.push(wrap(json!({ "@explain": e.next() })));
             }
+            lists.push((!items.is_empty()).then_some(Json::Array(items)));
         }
         Ok(Some(lists))
     }
