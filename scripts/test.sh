@@ -19,7 +19,8 @@
 #    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
 #    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
-# 5. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
+# 5. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (every test
+#    binary, also after one failed; the conformance report of
 #    tests/conformance.rs is printed: documented deviations as `known`, anything else as `FAIL`).
 #    Extra arguments are passed to cargo test before the `--`, e.g.
 #    `bash scripts/test.sh --test conformance`. PostgreSQL notices (`… does not exist, skipping`)
@@ -118,7 +119,8 @@ fi
 export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c client_min_messages=warning"
 
 set +e
-cargo test --workspace "$@" -- --nocapture --test-threads=2 2>&1 | tee "$LOG_DIR/cargo.log"
+# --no-fail-fast: every test binary runs, so the summary counts them all.
+cargo test --workspace --no-fail-fast "$@" -- --nocapture --test-threads=2 2>&1 | tee "$LOG_DIR/cargo.log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
