@@ -100,7 +100,8 @@ pub enum AccountError {
     NotLoggedIn,
     /// Too many wrong codes or passwords for this phone.
     #[error(
-        "too many failed attempts for this phone: try again in {} s",
+        "too many failed attempts for this phone: try again in {} s (settings \
+         login_failures_per_phone, login_lockout_secs)",
         .0.as_secs().max(1)
     )]
     TooManyAttempts(Duration),

@@ -400,7 +400,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     // The port first: when it is taken, fail before any database is touched.
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        .map_err(|e| listen_failure(&cfg.listen, &e))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state = Arc::new(AppState::start(&cfg).await?);
     reload_on_sighup(Arc::clone(&state));
@@ -441,6 +441,25 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     .await;
     eprintln!("apijet: stopped");
     Ok(())
+}
+
+/// Why the listening socket could not be made, and what to do about it.
+fn listen_failure(listen: &str, e: &std::io::Error) -> String {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process listens there: stop it, or choose another port with --listen \
+             HOST:PORT"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges: choose a port from 1024 up with --listen HOST:PORT"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "no network interface of this machine has that address: use 127.0.0.1 (this \
+             machine only) or 0.0.0.0 (every interface)"
+        }
+        _ => "check the address given to --listen (HOST:PORT)",
+    };
+    format!("cannot listen on {listen}: {e}; {hint}")
 }
 
 /// SIGHUP re-reads the schema and configuration tables without stopping requests in flight.

@@ -83,7 +83,8 @@ pub enum LoginError {
     WrongPassword,
     /// Too many failed logins for this phone or client address; the wait is given.
     #[error(
-        "too many failed logins for this phone or address: try again in {} s",
+        "too many failed logins for this phone or address: try again in {} s (settings \
+         login_failures_per_phone, login_failures_per_address, login_lockout_secs)",
         .0.as_secs().max(1)
     )]
     TooManyAttempts(Duration),

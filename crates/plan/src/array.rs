@@ -52,7 +52,8 @@ pub fn paging(
             Some(c) if c > 0 && (c as u64) <= max_count => c as u64,
             _ => {
                 return Err(PlanError::Limit(format!(
-                    "{path}/count:{v} is not valid: it must be within 0-{max_count}"
+                    "{path}/count:{v} is not valid: it must be within 0-{max_count} (setting \
+                     max_count; count:0 asks for that maximum)"
                 )))
             }
         },
@@ -63,7 +64,8 @@ pub fn paging(
             Some(p) if p >= 0 && (p as u64) <= max_page => p as u64,
             _ => {
                 return Err(PlanError::Limit(format!(
-                    "{path}/page:{v} is not valid: it must be within 0-{max_page}"
+                    "{path}/page:{v} is not valid: it must be within 0-{max_page} (setting \
+                     max_page)"
                 )))
             }
         },

@@ -195,7 +195,8 @@ pub(super) fn verify_object(
                     let max = ctx.rules.max_update_count();
                     if len > max {
                         return Err(PlanError::Limit(format!(
-                            "{m} request: {name}/{key}:[] may hold at most {max} items"
+                            "{m} request: {name}/{key}:[] may hold at most {max} items (setting \
+                             max_batch)"
                         )));
                     }
                     declared.insert(key);
@@ -546,7 +547,7 @@ fn check_id(
     let max = ctx.rules.max_update_count();
     if list.len() > max {
         return Err(PlanError::Limit(format!(
-            "{m} request: {here}: {in_key}:[] may hold at most {max} items"
+            "{m} request: {here}: {in_key}:[] may hold at most {max} items (setting max_batch)"
         )));
     }
     for item in list {
