@@ -83,6 +83,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
+    /// Live answers (`/subscribe`); writes tell it which tables they changed.
+    pub live: Arc<crate::live::Live>,
 }
 
 impl AppState {
@@ -131,7 +133,12 @@ impl AppState {
             None => IdGenerator::new(),
         };
         let engine = backend.engine();
+        let live = Arc::new(crate::live::Live::new(
+            crate::live::LiveSettings::of(cfg, engine),
+            engine,
+        ));
         Ok(AppState {
+            live,
             replicas,
             next_replica: AtomicUsize::new(0),
             metrics,
@@ -191,7 +198,7 @@ impl AppState {
 
     /// Where a read runs: GET and HEAD go to the read replicas in turn, when there are any;
     /// everything else (private reads, the reads of `/crud`, logins) to the primary.
-    fn reader(&self, method: Method) -> &Arc<Backend> {
+    pub(crate) fn reader(&self, method: Method) -> &Arc<Backend> {
         if self.replicas.is_empty() || !matches!(method, Method::Get | Method::Head) {
             return &self.backend;
         }
@@ -213,6 +220,7 @@ impl AppState {
             options: &self.options,
             method,
             visitor,
+            reads: None,
         }
     }
 
@@ -233,6 +241,8 @@ impl AppState {
             ids: &self.ids,
             max_insert_rows: self.max_batch,
             trusted,
+            written: apijet_exec::write::Written::default(),
+            watch: Some(&*self.live),
         }
     }
 
@@ -245,6 +255,8 @@ impl AppState {
     pub async fn reload(&self) -> Result<(), String> {
         let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
         self.snapshot.store(Arc::new(fresh));
+        // Access and Request rules may have changed: every live answer is read again.
+        self.live.mark_all();
         Ok(())
     }
 
@@ -460,7 +472,9 @@ impl AppState {
         let Some((key, insert, id)) = single_insert(req, checks, &env)? else {
             return Ok(None);
         };
+        let table = insert.table.as_str().to_string();
         queue.insert(insert).await?;
+        apijet_exec::write::WriteWatch::committed(&*self.live, &[table]);
         let mut out = Map::new();
         out.insert(key, Json::Object(single_insert_answer(id)));
         Ok(Some(out))

@@ -53,10 +53,12 @@ impl AppState {
             // whose group commit would make a POST outlive a later part that fails.
             let mut tx = self.backend.begin().await?;
             let mut failed = None;
+            let mut written = Vec::new();
             for (key, method, req, checks) in &writes {
                 let env = self.write_env(*method, visitor, snapshot, false);
                 match write_in(&mut tx, req, checks, &env).await {
                     Ok(mut results) => {
+                        written.extend(env.written.take());
                         if let Some(v) = results.remove(key) {
                             answers.push((key.clone(), v));
                         }
@@ -68,7 +70,10 @@ impl AppState {
                 }
             }
             match failed {
-                None => tx.commit().await?,
+                None => {
+                    tx.commit().await?;
+                    apijet_exec::write::WriteWatch::committed(&*self.live, &written);
+                }
                 Some(e) => {
                     let _ = tx.rollback().await;
                     return Err(e.into());

@@ -392,6 +392,9 @@ pub fn router(state: Shared, cfg: &Config) -> Router {
     if cfg.console {
         app = crate::console::routes(app);
     }
+    if cfg.live {
+        app = crate::live::routes::routes(app);
+    }
     app.with_state(state)
 }
 
@@ -404,6 +407,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state = Arc::new(AppState::start(&cfg).await?);
     reload_on_sighup(Arc::clone(&state));
+    crate::live::Live::start(&state);
     let engine = state.backend.engine().name();
     println!(
         "apijet listening on http://{addr}, serving {engine} database {}",
@@ -431,13 +435,12 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         .layer(axum::middleware::from_fn_with_state(edge, edge::around))
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .service(router(Arc::clone(&state), &cfg));
-    crate::server::run(
-        listener,
-        app,
-        limits,
-        Arc::clone(&state.metrics),
-        crate::server::stop_signal(),
-    )
+    crate::server::run(listener, app, limits, Arc::clone(&state.metrics), async {
+        crate::server::stop_signal().await;
+        // Live streams never end by themselves: they end now, so that the requests in
+        // flight can finish.
+        state.live.shutdown();
+    })
     .await;
     eprintln!("apijet: stopped");
     Ok(())

@@ -30,13 +30,18 @@ impl Sessions {
     /// The visitor of a request: a valid token in `Authorization: Bearer` or the cookie.
     /// Invalid, foreign and expired tokens mean "not logged in", never an error of their own.
     pub fn visitor(&self, headers: &HeaderMap) -> Option<Visitor> {
+        self.visitor_until(headers).map(|(visitor, _)| visitor)
+    }
+
+    /// [`Sessions::visitor`], with the moment its token expires.
+    pub fn visitor_until(&self, headers: &HeaderMap) -> Option<(Visitor, SystemTime)> {
         let now = SystemTime::now();
         let bearer = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         if let Some(t) = bearer {
-            return self.key.verify(t.trim(), now).ok();
+            return self.key.verify_until(t.trim(), now).ok();
         }
         headers
             .get_all(axum::http::header::COOKIE)
@@ -44,7 +49,7 @@ impl Sessions {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-            .find_map(|t| self.key.verify(t, now).ok())
+            .find_map(|t| self.key.verify_until(t, now).ok())
     }
 
     /// `Set-Cookie` for a token valid `max_age`.

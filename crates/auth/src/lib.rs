@@ -83,6 +83,15 @@ impl TokenKey {
 
     /// The visitor a token names, if it is ours, intact and not expired at `now`.
     pub fn verify(&self, token: &str, now: SystemTime) -> Result<Visitor, AuthError> {
+        self.verify_until(token, now).map(|(visitor, _)| visitor)
+    }
+
+    /// [`TokenKey::verify`], with the moment the token expires (a live answer ends then).
+    pub fn verify_until(
+        &self,
+        token: &str,
+        now: SystemTime,
+    ) -> Result<(Visitor, SystemTime), AuthError> {
         let (body, sig) = token.rsplit_once('.').ok_or(AuthError::Malformed)?;
         let payload = body.strip_prefix("v1.").ok_or(AuthError::Malformed)?;
         let sig = URL_SAFE_NO_PAD
@@ -106,7 +115,10 @@ impl TokenKey {
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_i64).collect())
             .unwrap_or_default();
-        Ok(Visitor { id, contacts })
+        Ok((
+            Visitor { id, contacts },
+            UNIX_EPOCH + Duration::from_secs(exp),
+        ))
     }
 }
 

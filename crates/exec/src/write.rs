@@ -47,6 +47,39 @@ pub struct WriteEnv<'a> {
     pub max_insert_rows: usize,
     /// The server itself runs the request (`/register`): see [`Ctx::trusted`].
     pub trusted: bool,
+    /// The tables this write's statements change, noted as they are planned.
+    pub written: Written,
+    /// Told which tables changed once [`write`] has committed (live answers).
+    pub watch: Option<&'a dyn WriteWatch>,
+}
+
+/// Whoever wants to know which tables committed writes changed.
+pub trait WriteWatch: Send + Sync {
+    /// A transaction that wrote `tables` (their SQL names) has committed.
+    fn committed(&self, tables: &[String]);
+}
+
+/// The SQL names of the tables a write's statements change, in the order first written.
+#[derive(Debug, Default)]
+pub struct Written(std::sync::Mutex<Vec<String>>);
+
+impl Written {
+    /// Notes a table a planned statement changes.
+    pub(crate) fn note(&self, table: &apijet_plan::query::Ident) {
+        if let Ok(mut t) = self.0.lock() {
+            if !t.iter().any(|n| n == table.as_str()) {
+                t.push(table.as_str().to_string());
+            }
+        }
+    }
+
+    /// The tables noted so far, leaving none.
+    pub fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default()
+    }
 }
 
 /// Runs a verified write request in one transaction; answers its objects in request order.
@@ -60,6 +93,9 @@ pub async fn write(
     match result {
         Ok(out) => {
             tx.commit().await?;
+            if let Some(watch) = env.watch {
+                watch.committed(&env.written.take());
+            }
             Ok(out)
         }
         Err(e) => {

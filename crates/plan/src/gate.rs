@@ -419,6 +419,6 @@ fn is_bound(e: &Expr) -> bool {
 }
 
 #[cfg(test)]
-mod hidden_columns;
+pub(crate) mod hidden_columns;
 #[cfg(test)]
 mod subquery_roles;

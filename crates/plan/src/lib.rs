@@ -19,6 +19,7 @@ mod preds;
 pub mod procedure;
 pub mod query;
 mod raw;
+pub mod reads;
 pub mod schema;
 mod select_list;
 mod table;

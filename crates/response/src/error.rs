@@ -30,6 +30,10 @@ pub enum ApiError {
     /// A method this server does not offer yet.
     #[error("{0} is not supported yet")]
     Unsupported(String),
+    /// The server holds as many of something (open subscriptions) as a setting allows; the
+    /// message names the setting.
+    #[error("{0}")]
+    TooMany(String),
 }
 
 impl From<PlanError> for Box<ApiError> {
@@ -65,6 +69,7 @@ impl ApiError {
             },
             ApiError::UnknownMethod(_) => 406,
             ApiError::Unsupported(_) => 501,
+            ApiError::TooMany(_) => 429,
         }
     }
 

@@ -13,7 +13,7 @@ use apijet_plan::array::{self, QueryMode};
 use apijet_plan::query::Select;
 use apijet_plan::{PlanError, TablePlan};
 use apijet_request::{ArrayObject, Member, Node, TableObject};
-use apijet_sql::{render, Statement};
+use apijet_sql::Statement;
 use serde_json::{json, Map, Value as Json};
 
 /// A vice object of a SQL join whose rows come with the main rows.
@@ -330,7 +330,7 @@ impl Reader<'_> {
                 }
                 None => count,
             };
-            let stmt = render(self.env.dialect, &select);
+            let stmt = self.statement(&select);
             let rows = self.rows(&stmt, &run.json_outputs).await?;
             let read = rows.len() as u64;
             if rows.is_empty() && done == 0 && run.plan.explain {

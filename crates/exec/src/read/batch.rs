@@ -18,7 +18,6 @@ use crate::ExecError;
 use apijet_plan::array::{self, QueryMode};
 use apijet_plan::TablePlan;
 use apijet_request::{ArrayObject, ConditionKey, Logic, Member, Node, Op, TableEntry, TableObject};
-use apijet_sql::render;
 use serde_json::{json, Map, Value as Json};
 use std::collections::{HashMap, HashSet};
 
@@ -291,7 +290,7 @@ impl Reader<'_> {
         let Some(select) = plan.select(&mut |_| None)? else {
             return Ok(Some(vec![None; mains.len()]));
         };
-        let stmt = render(self.env.dialect, &select);
+        let stmt = self.statement(&select);
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let mut explained = match explain {
             true => Some(Explained::new(self.explain(&stmt).await?)),
@@ -377,7 +376,7 @@ impl Reader<'_> {
         let partition: Vec<String> = links.iter().map(|l| l.vice.clone()).collect();
         let key_order = plan.table.column("id").map(|c| c.name.as_str());
         let windowed = select.per_parent_page(&partition, paging.count, paging.page, key_order);
-        let stmt = render(self.env.dialect, &windowed);
+        let stmt = self.statement(&windowed);
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let mut explained = match probe.explain && !self.quiet_explain.contains(&t.key.text()) {
             true => Some(Explained::new(self.explain(&stmt).await?)),

@@ -48,6 +48,8 @@ pub struct ReadEnv<'a> {
     pub method: Method,
     /// The visitor.
     pub visitor: Option<&'a Visitor>,
+    /// Where to note what the read depends on, when someone asks (live answers).
+    pub reads: Option<&'a std::sync::Mutex<apijet_plan::reads::Reads>>,
 }
 
 struct Reader<'a> {
@@ -314,8 +316,27 @@ impl<'a> Reader<'a> {
         over_budget(self.env.options)
     }
 
+    /// Renders a planned statement, noting what it reads when the caller asked.
+    fn statement(&self, select: &Select) -> Statement {
+        if let Some(reads) = self.env.reads {
+            if let Ok(mut r) = reads.lock() {
+                r.add(select);
+            }
+        }
+        render(self.env.dialect, select)
+    }
+
+    /// Notes a part of the read whose tables apijet cannot know (a stored procedure).
+    fn opaque(&self) {
+        if let Some(reads) = self.env.reads {
+            if let Ok(mut r) = reads.lock() {
+                r.opaque = true;
+            }
+        }
+    }
+
     async fn count(&self, select: &Select) -> Result<u64, ExecError> {
-        let stmt = render(self.env.dialect, select);
+        let stmt = self.statement(select);
         let rows = self.rows(&stmt, &[]).await?;
         Ok(rows
             .first()
@@ -483,7 +504,7 @@ impl<'a> Reader<'a> {
         };
         if self.env.method.is_count() {
             let count_select = plan.count_select(select);
-            let stmt = render(self.env.dialect, &count_select);
+            let stmt = self.statement(&count_select);
             let n = self.count(&count_select).await?;
             let mut obj = Map::new();
             if plan.explain {
@@ -496,7 +517,7 @@ impl<'a> Reader<'a> {
             return Ok(Some((Json::Object(obj), plan.drop)));
         }
         select.limit = Some(1);
-        let stmt = render(self.env.dialect, &select);
+        let stmt = self.statement(&select);
         let explain = plan.explain && !self.quiet_explain.contains(&t.key.text());
         let rows = self.rows(&stmt, &plan.json_outputs).await?;
         let Some(obj) = rows.into_iter().next() else {
@@ -558,6 +579,7 @@ impl<'a> Reader<'a> {
             }
         }
         for call in &plan.procedures {
+            self.opaque();
             let opts = self.env.options;
             let answer = crate::procedure::run(
                 self.env.backend,

@@ -100,6 +100,7 @@ async fn write_function(
             );
         }
         let delete = write::delete_where(table, column, parents)?;
+        env.written.note(&delete.table);
         total += tx.execute(&render_delete(env.dialect, &delete)).await?;
         parents = if recursive { next } else { Vec::new() };
     }

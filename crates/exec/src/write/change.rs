@@ -116,6 +116,7 @@ pub(super) async fn put(
     let ctx = ctx(env, req);
     let mut planned = write::update(t, &ctx, &mut |_| None)?;
     apply_array_edits(tx, env, &mut planned, &t.key.table).await?;
+    env.written.note(&planned.update.table);
     let stmt = render_update(env.dialect, &planned.update);
     change(tx, env, t, &stmt, planned.ids, explain).await
 }
@@ -205,6 +206,7 @@ pub(super) async fn delete(
             .collect(),
     };
     let (delete, ids, _plan) = write::delete(&conditions, &ctx, &mut |_| None)?;
+    env.written.note(&delete.table);
     let stmt = render_delete(env.dialect, &delete);
     change(tx, env, t, &stmt, ids, explain).await
 }

@@ -112,7 +112,9 @@ pub(super) async fn post(
             (30_000 / group[0].columns.len().max(1)).clamp(1, env.max_insert_rows.max(1));
         while !group.is_empty() {
             let rest = group.split_off(per_statement.min(group.len()));
-            let stmt = render_insert(env.dialect, &write::insert(&plan, group));
+            let insert = write::insert(&plan, group);
+            env.written.note(&insert.table);
+            let stmt = render_insert(env.dialect, &insert);
             inserted += tx.execute(&stmt).await?;
             sql.push(stmt.sql);
             group = rest;

@@ -1,0 +1,89 @@
+//! The one seam between live answers and the read path: the subscriptions of one shape in,
+//! one answer each out. Each answer is what the subscription's GET would answer now: the same
+//! visitor, roles, `Access` and `Request` rules, applied again on every refetch with the
+//! current snapshot.
+
+use super::registry::{Query, Shared};
+use crate::app::AppState;
+use apijet_core::Method;
+use apijet_exec::read::read;
+use apijet_plan::reads::Reads;
+use apijet_plan::PlanError;
+use apijet_request::Request;
+use apijet_response::{success, ApiError};
+use serde_json::Value as Json;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// The shape of a query: the results of one shape are refetched together, at most once per
+/// interval. Until the planner gives plans a shape of their own, each distinct query is its
+/// own shape.
+pub fn shape_of(query: &Query) -> String {
+    query.key()
+}
+
+/// Refetches the results of one shape: one answer each, in order, and what they read. At most
+/// `permits` reads run at once across every shape.
+pub async fn refetch(
+    state: &AppState,
+    results: &[Arc<Shared>],
+    permits: &Semaphore,
+) -> (Vec<Json>, Reads) {
+    let reads = futures_util::future::join_all(results.iter().map(|r| async {
+        let _permit = permits.acquire().await;
+        read_once(state, &r.query).await
+    }))
+    .await;
+    let mut all = Reads::default();
+    let answers = reads
+        .into_iter()
+        .map(|(answer, r)| {
+            all.merge(&r);
+            answer
+        })
+        .collect();
+    (answers, all)
+}
+
+/// What the query's GET (or GETS, HEAD, HEADS) answers now, and what that read depends on.
+pub async fn read_once(state: &AppState, query: &Query) -> (Json, Reads) {
+    let reads = Mutex::new(Reads::default());
+    let answer = match answer(state, query, &reads).await {
+        Ok(a) => a,
+        Err(e) => state.failure(&e),
+    };
+    (
+        answer,
+        reads.into_inner().unwrap_or_else(|e| e.into_inner()),
+    )
+}
+
+async fn answer(state: &AppState, query: &Query, reads: &Mutex<Reads>) -> Result<Json, ApiError> {
+    let visitor = query.visitor.as_ref();
+    if !query.method.is_public() && visitor.is_none() {
+        return Err(PlanError::NotLoggedIn.into());
+    }
+    let snapshot = state.snapshot();
+    let map = match query.method {
+        Method::Get | Method::Head => query.map.clone(),
+        Method::Gets | Method::Heads => state.verify(query.method, query.map.clone(), &snapshot)?,
+        other => {
+            return Err(ApiError::UnknownMethod(format!(
+                "{other} cannot be subscribed to: only get, gets, head and heads"
+            )))
+        }
+    };
+    let req = Request::from_map(map)?;
+    let reader = state.reader(query.method);
+    let mut env = state.read_env(reader, query.method, visitor, &snapshot);
+    env.reads = Some(reads);
+    let outcome = match read(&req, &env).await {
+        Err(e) if !Arc::ptr_eq(reader, &state.backend) && crate::app::unreachable(&e) => {
+            let mut env = state.read_env(&state.backend, query.method, visitor, &snapshot);
+            env.reads = Some(reads);
+            read(&req, &env).await?
+        }
+        other => other?,
+    };
+    Ok(success(outcome.results, req.format))
+}

@@ -1,0 +1,53 @@
+//! When to refetch: marked tables make the shapes that read them due; a shape starts a refetch
+//! at most once per `live_interval_ms`, and without marks every `live_poll_ms` when set (or
+//! every interval when its answer depends on the clock). Refetches run as tasks; the reads in
+//! them share `live_concurrency` permits.
+
+use super::answer::Written;
+use super::registry::Due;
+use crate::app::AppState;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+
+/// The scheduler of one instance; ends on shutdown.
+pub async fn run(state: Arc<AppState>) {
+    let live = &state.live;
+    let permits = Arc::new(Semaphore::new(live.settings.concurrency));
+    let mut stop = live.stop.subscribe();
+    // Far enough to mean "no shape is due"; a mark or a new shape wakes the loop earlier.
+    let idle = std::time::Duration::from_secs(3600);
+    let mut next: Option<tokio::time::Instant> = None;
+    loop {
+        let sleep_until = next.unwrap_or_else(|| tokio::time::Instant::now() + idle);
+        tokio::select! {
+            () = live.wake.notified() => {}
+            () = tokio::time::sleep_until(sleep_until) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let now = Instant::now();
+        live.registry.apply_marks(&live.take_marks(), now);
+        let (due, at) = live.registry.due(now, &live.settings);
+        next = at.map(tokio::time::Instant::from_std);
+        let (open, shapes) = live.registry.counts();
+        state.metrics.live_counts(open, shapes);
+        for d in due {
+            tokio::spawn(refetch(Arc::clone(&state), d, Arc::clone(&permits)));
+        }
+    }
+}
+
+async fn refetch(state: Arc<AppState>, due: Due, permits: Arc<Semaphore>) {
+    let started = Instant::now();
+    let (answers, reads) = super::refetch::refetch(&state, &due.results, &permits).await;
+    state
+        .metrics
+        .live_refetch(due.results.len(), started.elapsed().as_secs_f64());
+    for (shared, answer) in due.results.iter().zip(answers) {
+        shared.publish(Written::of(answer));
+    }
+    let live = &state.live;
+    live.registry.finished(&due.shape, &reads);
+    // It may be due again already (marked while it ran).
+    live.wake.notify_one();
+}
