@@ -22,6 +22,8 @@ use serde_json::Value;
 
 mod client;
 pub use client::Client;
+mod events;
+pub use events::{Events, NotStarted};
 
 /// How long [`Server::start`] waits for the server to accept connections.
 pub const SERVER_START_TIMEOUT: Duration = Duration::from_secs(30);
