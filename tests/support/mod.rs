@@ -23,6 +23,7 @@ use serde_json::Value;
 mod client;
 pub use client::Client;
 mod events;
+#[allow(unused_imports)]
 pub use events::{Events, NotStarted};
 
 /// How long [`Server::start`] waits for the server to accept connections.
