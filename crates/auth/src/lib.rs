@@ -7,8 +7,16 @@
 //! rest. Being stateless, a token stays valid until it expires: logout clears the cookie.
 //!
 //! Format: `v1.<base64url(JSON payload)>.<base64url(HMAC-SHA256 of the first two parts)>`.
+//!
+//! Beside the token: [`Phone`], the one spelling of a login identity, and [`password`], how
+//! passwords are stored and checked.
 
 #![deny(missing_docs)]
+
+pub mod password;
+mod phone;
+
+pub use phone::{Phone, PhoneError};
 
 use apijet_core::Visitor;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
