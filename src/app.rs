@@ -169,10 +169,7 @@ impl AppState {
                 sort_unordered_groups,
                 ..PlanOptions::default()
             },
-            accounts: crate::account::Accounts::new(
-                Duration::from_secs(cfg.verify_code_ttl_secs),
-                cfg.verify_code_in_answer,
-            ),
+            accounts: crate::account::Accounts::new(cfg),
             sessions: Sessions {
                 key,
                 ttl: Duration::from_secs(cfg.token_ttl_secs),
@@ -471,15 +468,16 @@ impl AppState {
     /// without a login and without the `Access` role lists, as the reference's demo does; the
     /// structure is what keeps it in bounds.
     /// The verification code (`verify`, type 1 of `/post/verify`) is checked first and spent
-    /// when the account is made.
-    pub async fn register(&self, body: &[u8]) -> Json {
-        let map = match parse_body(body) {
+    /// when the account is made; the phone is stored in its canonical spelling and the
+    /// passwords as `password_storage` says (crate::account).
+    pub async fn register(&self, body: &[u8], address: Option<std::net::IpAddr>) -> Json {
+        let mut map = match parse_body(body) {
             Ok(m) => m,
             Err(e) => return self.failure(&e.into()),
         };
-        let phone = match self.check_register_code(&map).await {
+        let phone = match self.check_registration(&mut map, address).await {
             Ok(phone) => phone,
-            Err(e) => return crate::account::account_failure(&e),
+            Err(e) => return self.account_failure(&e),
         };
         match self.register_inner(map).await {
             Ok(v) => {
@@ -498,7 +496,8 @@ impl AppState {
         // No login and no Access lists here: the structure is all that bounds a sign-up, so it
         // is read as a whitelist (a sign-up that could set `User.contactIdList` would forge the
         // CONTACT and CIRCLE reach of every later login).
-        let verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
+        let mut verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
+        self.seal_passwords(&mut verified.request).await?;
         let req = Request::from_map(verified.request)?;
         let env = self.write_env(Method::Post, None, &snapshot, true);
         let results = write(&req, &verified.checks, &env).await?;

@@ -92,6 +92,61 @@ pub struct Config {
     pub server_timing: bool,
     /// The web console at `/`.
     pub console: bool,
+    /// How new passwords are stored: argon2id hashes, or the reference's plain text for a
+    /// `Privacy` table the Java server shares. Checks accept both forms either way.
+    pub password_storage: PasswordStorage,
+    /// Who may read `/openapi.json`.
+    pub openapi: OpenApiExposure,
+    /// A separate listen address that serves only `/metrics` (empty: none).
+    pub metrics_listen: String,
+    /// A token `/metrics` requires as `Authorization: Bearer` (empty: none). Without either
+    /// setting `/metrics` is not served.
+    pub metrics_token: String,
+}
+
+/// How new passwords are stored (`password_storage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PasswordStorage {
+    /// argon2id PHC strings (`apijet_auth::password`).
+    Argon2id,
+    /// Plain text, as the Java reference stores and compares them in SQL.
+    Plain,
+}
+
+impl std::str::FromStr for PasswordStorage {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "argon2id" => Ok(PasswordStorage::Argon2id),
+            "plain" => Ok(PasswordStorage::Plain),
+            _ => Err(()),
+        }
+    }
+}
+
+/// Who may read `/openapi.json` (`openapi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenApiExposure {
+    /// Everyone, without system tables, `_` columns and Request structures (outside debug).
+    Public,
+    /// Only a server in debug mode, with everything.
+    Debug,
+    /// Nobody.
+    Off,
+}
+
+impl std::str::FromStr for OpenApiExposure {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "public" => Ok(OpenApiExposure::Public),
+            "debug" => Ok(OpenApiExposure::Debug),
+            "off" => Ok(OpenApiExposure::Off),
+            _ => Err(()),
+        }
+    }
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -139,6 +194,10 @@ pub struct Partial {
     slow_request_ms: Option<u64>,
     server_timing: Option<bool>,
     console: Option<bool>,
+    password_storage: Option<PasswordStorage>,
+    openapi: Option<OpenApiExposure>,
+    metrics_listen: Option<String>,
+    metrics_token: Option<String>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -188,6 +247,10 @@ impl Default for Config {
             slow_request_ms: 1000,
             server_timing: false,
             console: true,
+            password_storage: PasswordStorage::Argon2id,
+            openapi: OpenApiExposure::Public,
+            metrics_listen: String::new(),
+            metrics_token: String::new(),
         }
     }
 }
@@ -236,7 +299,11 @@ impl Config {
             cors_origins,
             slow_request_ms,
             server_timing,
-            console
+            console,
+            password_storage,
+            openapi,
+            metrics_listen,
+            metrics_token
         );
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
@@ -338,6 +405,10 @@ fn from_env() -> Result<Partial, String> {
         slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
         server_timing: var("APIJET_SERVER_TIMING")?,
         console: var("APIJET_CONSOLE")?,
+        password_storage: var("APIJET_PASSWORD_STORAGE")?,
+        openapi: var("APIJET_OPENAPI")?,
+        metrics_listen: var("APIJET_METRICS_LISTEN")?,
+        metrics_token: var("APIJET_METRICS_TOKEN")?,
         cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
             v.split(',')
                 .map(str::trim)

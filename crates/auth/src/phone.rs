@@ -77,7 +77,11 @@ mod tests {
     fn padding_is_the_only_variation_accepted() {
         let canonical = Phone::parse("13000082003", "phone").expect("canonical");
         for same in [" \t13000082003\n ", "13000082003", "\r13000082003"] {
-            assert_eq!(Phone::parse(same, "phone"), Ok(canonical.clone()), "{same:?}");
+            assert_eq!(
+                Phone::parse(same, "phone"),
+                Ok(canonical.clone()),
+                "{same:?}"
+            );
         }
         assert_eq!(
             Phone::from_json(Some(&json!(13000082003_u64)), "phone"),
@@ -123,8 +127,22 @@ mod tests {
     #[test]
     fn accepted_spellings_of_one_number_are_one_phone() {
         let pieces = [
-            "", " ", "\t", "\n", "0", "00", "+", "-", "1", "13000082003", "3000082003", "abc",
-            ".0", "e0", "\u{a0}", "１",
+            "",
+            " ",
+            "\t",
+            "\n",
+            "0",
+            "00",
+            "+",
+            "-",
+            "1",
+            "13000082003",
+            "3000082003",
+            "abc",
+            ".0",
+            "e0",
+            "\u{a0}",
+            "１",
         ];
         let mut seen: std::collections::HashMap<i128, Phone> = std::collections::HashMap::new();
         for a in pieces {
