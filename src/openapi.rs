@@ -10,7 +10,7 @@
 //! but `_` columns, which never leave the server.
 
 use apijet_core::{Method, Role};
-use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table, SECRET_TABLES};
 use apijet_plan::verify::RequestRule;
 use serde_json::{json, Map, Value as Json};
 
@@ -101,8 +101,17 @@ fn component_name(name: &str) -> String {
         .collect()
 }
 
+/// Whether the document shows `t`: never a table of secrets (`Verify`), nor one without an
+/// `Access` row; outside debug mode neither a system table, a debug-only one, nor one no role
+/// may use at all.
 fn visible(t: &Table, debug: bool) -> bool {
-    t.access.is_some() && (debug || (!t.system && !t.debug_only))
+    let Some(access) = &t.access else {
+        return false;
+    };
+    if SECRET_TABLES.contains(&t.api_name.as_str()) {
+        return false;
+    }
+    debug || (!t.system && !t.debug_only && access.iter().any(|roles| !roles.is_empty()))
 }
 
 fn table_schema(t: &Table) -> Json {

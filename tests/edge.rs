@@ -179,13 +179,16 @@ fn http_refusals_are_apijson_envelopes() {
 fn the_connection_cap_holds() {
     let server = sqlite_server(
         "edge_cap",
-        "max_connections = 3\nheader_timeout_ms = 20000\nidle_timeout_ms = 20000\n",
+        "max_connections = 3\nheader_timeout_ms = 20000\nidle_timeout_ms = 20000\n\
+         metrics_token = \"edge\"\n",
     );
     // Wait until the start-up probes' connections are gone: only the asking one is open.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer edge\r\nConnection: close\r\n\r\n",
+        )
             .expect("write");
         let raw = read_until_closed(&mut s, Duration::from_secs(5)).expect("metrics");
         let open = String::from_utf8_lossy(&raw).lines().find_map(|l| {

@@ -7,6 +7,7 @@
 //! - [`Server`]: an `apijet serve` child process on a free port with a given TOML config, killed
 //!   when dropped (also when the test panics).
 //! - [`Client`]: a small HTTP client on `ureq` that keeps the cookies and bearer token of a login.
+//! - [`browser::Browser`]: headless Chromium through chromedriver.
 #![allow(dead_code)]
 
 use std::fs;
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-mod client;
+pub mod browser;
+pub mod client;
 pub use client::Client;
 
 /// How long [`Server::start`] waits for the server to accept connections.
@@ -579,4 +581,30 @@ pub fn skip(reason: &str) {
         panic!("CI=true and a test stage cannot run: {reason}");
     }
     eprintln!("\n*** SKIPPED: {reason} ***\n");
+}
+
+/// The APIJSON demo database (`../shared/apijson/load-demo-db`: phones as `bigint`, plain-text
+/// passwords in `varchar(20)`), loaded fresh as database `apijet_it_<test>` into MariaDB and,
+/// when the rig has it, PostgreSQL: `(engine, url)` per engine. Empty (with [`skip`]) where
+/// MariaDB or the loader is missing.
+pub fn apijson_demo_databases(test: &str) -> Vec<(&'static str, String)> {
+    let Some(mysql_args) = Engine::Mysql.client_args() else {
+        skip(&format!(
+            "{test}: MariaDB not provided: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    };
+    if !shared_dir().join("apijson").join("load-demo-db").exists() {
+        skip(&format!(
+            "{test}: ../shared/apijson/load-demo-db not found: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    }
+    let database = format!("apijet_it_{test}");
+    let psql_args = Engine::Postgres.client_args();
+    load_demo_db(&database, &mysql_args, psql_args.as_deref()).expect("the APIJSON demo database");
+    Engine::ALL
+        .iter()
+        .filter_map(|e| Some((e.name(), with_database(&e.url()?, &database))))
+        .collect()
 }

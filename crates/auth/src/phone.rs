@@ -17,7 +17,10 @@ pub struct Phone(String);
 
 /// Why a value is not a phone; the message says what a phone is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field} must be a phone number: 11 digits starting with 1, without spaces, signs or a country code")]
+#[error(
+    "{field} must be a phone number: 11 digits starting with 1 and nothing else (no sign, \
+     country code, leading zero, inner space or letter)"
+)]
 pub struct PhoneError {
     /// The request field, for the message (`phone`, `Privacy/phone`).
     pub field: &'static str,
