@@ -16,13 +16,14 @@ use apijet_auth::password;
 use apijet_plan::PlanError;
 use apijet_response::ApiError;
 use serde_json::{Map, Value as Json};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Stores and checks passwords; see the module documentation.
 pub struct Passwords {
     storage: PasswordStorage,
     /// One permit per hash running.
-    hashing: Semaphore,
+    hashing: Arc<Semaphore>,
 }
 
 impl Passwords {
@@ -31,7 +32,7 @@ impl Passwords {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Passwords {
             storage,
-            hashing: Semaphore::new(cores),
+            hashing: Arc::new(Semaphore::new(cores)),
         }
     }
 
@@ -41,14 +42,18 @@ impl Passwords {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         let failed = |e: String| ApiError::Unsupported(format!("password hashing failed: {e}"));
-        let _permit = self
-            .hashing
-            .acquire()
+        let permit = Arc::clone(&self.hashing)
+            .acquire_owned()
             .await
             .map_err(|e| failed(e.to_string()))?;
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(|e| failed(e.to_string()))
+        // The permit goes with the work: a client that hangs up does not free it while the
+        // hash still runs.
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))
     }
 
     /// Whether `given` is the password `stored` holds (a hash, or the reference's plain text).
