@@ -400,6 +400,15 @@ fn not_served(msg: &'static str) -> axum::routing::MethodRouter<Shared> {
     get(move || async move { edge::refusal(StatusCode::NOT_FOUND, msg) })
 }
 
+/// `GET /metrics`, behind `metrics_token` when it is set.
+fn metrics_get(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
+    let token: Arc<str> = cfg.metrics_token.as_str().into();
+    get(move |State(s): State<Shared>, headers: HeaderMap| {
+        let token = Arc::clone(&token);
+        async move { metrics(&s, &headers, &token) }
+    })
+}
+
 /// `/metrics` on the API listener: only behind `metrics_token`.
 fn metrics_route(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
     if cfg.metrics_token.is_empty() {
@@ -408,11 +417,7 @@ fn metrics_route(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
              Authorization: Bearer), or metrics_listen for a separate address",
         );
     }
-    let token: Arc<str> = cfg.metrics_token.as_str().into();
-    get(move |State(s): State<Shared>, headers: HeaderMap| {
-        let token = Arc::clone(&token);
-        async move { metrics(&s, &headers, &token) }
-    })
+    metrics_get(cfg)
 }
 
 /// `/openapi.json` as the `openapi` setting says.
@@ -524,20 +529,20 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
 }
 
 /// `metrics_listen`: a listener that serves `/metrics` alone (behind `metrics_token` when it
-/// is set), for a scraper on a private network. It ends with the process.
+/// is set), for a scraper on a private network; it has none of the API listener's connection
+/// limits, so it belongs on a private address. It ends with the process.
 fn serve_metrics(listener: tokio::net::TcpListener, state: Shared, cfg: &Config) {
-    let token: Arc<str> = cfg.metrics_token.as_str().into();
     if let Ok(at) = listener.local_addr() {
         println!("apijet metrics on http://{at}/metrics");
     }
     let app = Router::new()
-        .route(
-            "/metrics",
-            get(move |State(s): State<Shared>, headers: HeaderMap| {
-                let token = Arc::clone(&token);
-                async move { metrics(&s, &headers, &token) }
-            }),
-        )
+        .route("/metrics", metrics_get(cfg))
+        .fallback(|| async {
+            edge::refusal(
+                StatusCode::NOT_FOUND,
+                "the metrics_listen address serves /metrics only",
+            )
+        })
         .with_state(state);
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {

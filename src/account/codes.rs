@@ -197,6 +197,12 @@ impl AppState {
         let key = (kind, phone.clone());
         let Some(found) = found else {
             self.count_failure(&counted);
+            if stored.is_empty() {
+                // No code to spend: nothing to remember (the limiter counted the guess).
+                return Err(AccountError::Mismatch(
+                    "wrong phone or verification code".into(),
+                ));
+            }
             let spent = {
                 let mut attempts = self.accounts.attempts();
                 let n = attempts.entry(key.clone()).or_insert(0);

@@ -63,9 +63,12 @@ pub fn is_hash(stored: &str) -> bool {
 
 /// Whether `given` is the password `stored` holds: an argon2id hash is checked (CPU-bound:
 /// call it on a blocking thread), anything else is compared as the reference's plain text, in
-/// constant time. A hash that cannot be read, or asks for more than the `MAX_*` costs, never
-/// matches.
+/// constant time. An empty stored password, a hash that cannot be read, or one that asks for
+/// more than the `MAX_*` costs never matches.
 pub fn matches(stored: &str, given: &str) -> bool {
+    if stored.is_empty() {
+        return false;
+    }
     if !is_hash(stored) {
         return constant_time_eq(stored.as_bytes(), given.as_bytes());
     }
@@ -106,6 +109,7 @@ mod tests {
         assert!(matches("123456", "123456"));
         assert!(!matches("123456", "1234567"));
         assert!(!matches("", "x"));
+        assert!(!matches("", ""), "an empty stored password opens nothing");
         // A plain password that looks like a hash prefix but is not one never matches itself
         // through the hash path.
         assert!(!matches("$argon2id$nonsense", "$argon2id$nonsense"));
