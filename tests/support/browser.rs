@@ -59,8 +59,11 @@ impl Browser {
             assert!(Instant::now() < deadline, "chromedriver did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
-        let profile =
-            std::env::temp_dir().join(format!("apijet-console-profile-{}", std::process::id()));
+        // One profile per browser: the tests of a file run at the same time.
+        let profile = std::env::temp_dir().join(format!(
+            "apijet-console-profile-{}-{port}",
+            std::process::id()
+        ));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -202,6 +205,15 @@ impl Browser {
             .decode(v.as_str().expect("base64"))
             .expect("png");
         std::fs::write(path, png).expect("write screenshot");
+    }
+
+    /// The text of the element `css`, including what is hidden (collapsed or another tab).
+    pub fn content(&self, css: &str) -> String {
+        let js = format!(
+            "const e = document.querySelector({}); return e ? e.textContent : null",
+            json!(css)
+        );
+        self.script(&js).as_str().unwrap_or_default().to_string()
     }
 
     /// The answer shown in the Raw tab.
