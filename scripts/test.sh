@@ -19,16 +19,24 @@
 #    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
 #    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
-# 5. Runs `cargo test --workspace -- --nocapture --test-threads=2` (the conformance report of
-#    tests/conformance.rs is printed) and exits with its status. Extra arguments are passed to
-#    cargo test before the `--`, e.g. `bash scripts/test.sh --test conformance`.
+# 5. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (every test
+#    binary, also after one failed; the conformance report of
+#    tests/conformance.rs is printed: documented deviations as `known`, anything else as `FAIL`).
+#    Extra arguments are passed to cargo test before the `--`, e.g.
+#    `bash scripts/test.sh --test conformance`. PostgreSQL notices (`… does not exist, skipping`)
+#    are kept out of the output (PGOPTIONS).
 # 6. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
 #    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
 #    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
 #    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
 #    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
-#    a message.
-# 7. Always stops both servers and removes the temporary directory, on success, failure or Ctrl-C.
+#    a message. A fault test whose output stays open after it ended (a background process that
+#    outlived it) fails.
+# 7. Ends with a summary: one line per stage (unit and integration tests; conformance per engine
+#    and stage; each fault test), then `N passed, M failed` (N = tests, conformance cases and
+#    fault tests), and exits 0 only when nothing failed.
+# 8. Always stops both servers and removes the temporary directories, on success, failure or
+#    Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,12 +49,14 @@ want_my=1
 [ -n "${APIJET_TEST_MYSQL_URL:-}" ] && want_my=0
 
 TMP_DIR=""
+LOG_DIR=$(mktemp -d /tmp/apijet-test-log.XXXXXX)
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
+  rm -rf "$LOG_DIR"
   # The tests' SQLite demo files (tests/support/mod.rs keeps them under target/tmp).
   rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
@@ -73,8 +83,9 @@ if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
   venv=target/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
     db_log "installing openapi-spec-validator into $venv"
-    python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0' ||
+    if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0'; }; then
       db_log "cannot install openapi-spec-validator (python3-venv missing?)"
+    fi
   fi
   [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
 fi
@@ -104,10 +115,54 @@ else
   db_log "using APIJET_TEST_MYSQL_URL from the environment"
 fi
 
+# psql and the demo loader print a NOTICE for every `DROP … IF EXISTS` of something absent.
+export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c client_min_messages=warning"
+
 set +e
-cargo test --workspace "$@" -- --nocapture --test-threads=2
-status=$?
+# --no-fail-fast: every test binary runs, so the summary counts them all.
+cargo test --workspace --no-fail-fast "$@" -- --nocapture --test-threads=2 2>&1 | tee "$LOG_DIR/cargo.log"
+cargo_status=${PIPESTATUS[0]}
 set -e
+
+summary=()      # one line per stage
+passed=0 failed=0
+
+# `test result: ok. 11 passed; 0 failed; 2 ignored; …`, one per test binary.
+read -r t_passed t_failed t_ignored t_binaries < <(awk '
+  /^test result: / {
+    n++
+    for (i = 2; i <= NF; i++) {
+      if ($i ~ /^passed;?$/) p += $(i - 1)
+      if ($i ~ /^failed;?$/) f += $(i - 1)
+      if ($i ~ /^ignored;?$/) g += $(i - 1)
+    }
+  }
+  END { printf "%d %d %d %d\n", p, f, g, n }' "$LOG_DIR/cargo.log")
+if [ "$cargo_status" -ne 0 ] && [ "$t_failed" -eq 0 ]; then
+  # It stopped before or between test binaries (a build error, a crash).
+  t_failed=1
+  summary+=("unit + integration tests: cargo test exited with status $cargo_status after $t_binaries test binaries ($t_passed passed)")
+else
+  ignored=""
+  [ "$t_ignored" -gt 0 ] && ignored=", $t_ignored ignored"
+  summary+=("unit + integration tests: $t_passed passed, $t_failed failed$ignored ($t_binaries test binaries)")
+fi
+passed=$((passed + t_passed))
+failed=$((failed + t_failed))
+
+# `conformance [postgres]: 97 passed, 4 known deviations, 0 failed[, 2 order-dependent]`: every
+# case replayed counts, a known deviation and an order-dependent answer as passed.
+while IFS= read -r line; do
+  summary+=("$line")
+  read -r c_passed c_failed < <(awk -F'[:,]' '{
+    for (i = 2; i <= NF; i++) {
+      split($i, w, " ")
+      if (w[2] == "failed") f += w[1]; else p += w[1]
+    }
+  } END { printf "%d %d\n", p, f }' <<<"$line")
+  passed=$((passed + c_passed))
+  failed=$((failed + c_failed))
+done < <(grep -E '^conformance( writes)? \[[a-z]+\]: [0-9]+ passed' "$LOG_DIR/cargo.log" || true)
 
 if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
   # shellcheck source=scripts/cluster/lib.sh
@@ -118,13 +173,43 @@ if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
   if cl_require galera; then
     for topology in galera postgres; do
       db_log "cluster stage: fault test on $topology"
-      FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh "$topology" || status=1
+      log=$LOG_DIR/cluster-$topology.log
+      started=$SECONDS
+      set +e
+      FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh "$topology" 2>&1 | tee "$log"
+      rc=${PIPESTATUS[0]}
+      set -e
+      took=$((SECONDS - started))
+      result=$(grep -E '^cluster: ' "$log" | tail -n 1 || true)
+      ran=$(sed -nE 's/^\[cluster\] fault test done in ([0-9]+) s .*/\1/p' "$log" | tail -n 1)
+      if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ $((took - ran)) -gt 15 ]; then
+        # The pipe stayed open after the script ended: something it started outlived it.
+        rc=1
+        result="its output stayed open $((took - ran)) s after it ended (a background process outlived it)"
+      fi
+      if [ "$rc" -eq 0 ]; then
+        passed=$((passed + 1))
+        summary+=("cluster fault test $topology: passed, ${result:-no result line}")
+      else
+        failed=$((failed + 1))
+        summary+=("cluster fault test $topology: FAILED (exit $rc), ${result:-no result line}")
+      fi
     done
   elif [ "${CI:-}" = true ]; then
     db_log "cluster stage cannot run under CI: tools missing"
-    status=1
+    failed=$((failed + 1))
+    summary+=("cluster fault tests: FAILED, tools missing (galera-4 rsync haproxy curl)")
   else
     db_log "cluster stage SKIPPED: tools missing (see above)"
+    summary+=("cluster fault tests: SKIPPED, tools missing (galera-4 rsync haproxy curl)")
   fi
 fi
-exit "$status"
+
+skipped=$(grep -c '^\*\*\* SKIPPED' "$LOG_DIR/cargo.log" || true)
+[ "$skipped" -gt 0 ] && summary+=("skipped: $skipped test stages (see the *** SKIPPED lines above)")
+
+echo
+echo "== summary =="
+printf '%s\n' "${summary[@]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -560,7 +560,8 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
             DbRole::Replica,
         )
         .await
-        .map_err(|e| format!("read replica '{u}': {e}"))?;
+        // The error names the replica's host, database and user (not its password).
+        .map_err(|e| format!("read replica (setting read_replicas): {e}"))?;
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)
@@ -587,12 +588,19 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
     out
 }
 
-/// `apijet demo --db URL`: (re)creates the demo dataset.
-pub async fn load_demo(db: &str) -> Result<(), String> {
+/// `apijet demo --db URL`: (re)creates the demo dataset. Without `force` it refuses, changing
+/// nothing, when a table it would drop holds rows.
+pub async fn load_demo(db: &str, force: bool) -> Result<(), String> {
     let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
     let backend = Backend::connect(&url, 1, 0, true, DbRole::Primary { replicated: false })
         .await
         .map_err(|e| e.to_string())?;
+    if !force {
+        let occupied = crate::demo::guard::occupied_tables(&backend).await?;
+        if !occupied.is_empty() {
+            return Err(crate::demo::guard::refusal(&occupied));
+        }
+    }
     backend
         .execute_script(&crate::demo::demo_statements(backend.engine()))
         .await

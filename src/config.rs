@@ -336,7 +336,31 @@ impl Config {
         if c.max_connections == 0 {
             return Err("max_connections must be at least 1".into());
         }
+        check_listen(&c.listen)?;
         Ok(c)
+    }
+}
+
+/// `listen` must be `HOST:PORT`: the bind error for `8082` alone says only "invalid socket
+/// address".
+fn check_listen(listen: &str) -> Result<(), String> {
+    let port = listen
+        .rsplit_once(':')
+        .map(|(host, port)| (host, port.parse::<u16>()));
+    match port {
+        Some((host, Ok(_))) if !host.is_empty() => Ok(()),
+        _ => {
+            let port = listen
+                .rsplit(':')
+                .next()
+                .filter(|p| p.parse::<u16>().is_ok())
+                .unwrap_or("8080");
+            Err(format!(
+                "listen = '{listen}' is not HOST:PORT: use 127.0.0.1:{port} (this machine \
+                 only), 0.0.0.0:{port} (every network interface) or [::1]:{port} (flag \
+                 --listen, setting listen, variable APIJET_LISTEN)"
+            ))
+        }
     }
 }
 

@@ -474,14 +474,14 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     // The port first: when it is taken, fail before any database is touched.
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        .map_err(|e| listen_failure(&cfg.listen, &e))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let metrics_listener = match cfg.metrics_listen.as_str() {
         "" => None,
         at => Some(
             tokio::net::TcpListener::bind(at)
                 .await
-                .map_err(|e| format!("cannot listen on {at} (metrics_listen): {e}"))?,
+                .map_err(|e| format!("{} (setting metrics_listen)", listen_failure(at, &e)))?,
         ),
     };
     let state = Arc::new(AppState::start(&cfg).await?);
@@ -549,6 +549,25 @@ fn serve_metrics(listener: tokio::net::TcpListener, state: Shared, cfg: &Config)
             eprintln!("apijet: the metrics listener stopped: {e}");
         }
     });
+}
+
+/// Why the listening socket could not be made, and what to do about it.
+fn listen_failure(listen: &str, e: &std::io::Error) -> String {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process listens there: stop it, or choose another port with --listen \
+             HOST:PORT"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges: choose a port from 1024 up with --listen HOST:PORT"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "no network interface of this machine has that address: use 127.0.0.1 (this \
+             machine only) or 0.0.0.0 (every interface)"
+        }
+        _ => "check the address given to --listen (HOST:PORT)",
+    };
+    format!("cannot listen on {listen}: {e}; {hint}")
 }
 
 /// SIGHUP re-reads the schema and configuration tables without stopping requests in flight.

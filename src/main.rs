@@ -58,11 +58,19 @@ enum Command {
         #[arg(long)]
         debug: bool,
     },
-    /// (Re)create the demo tables and rows in a database (drops the demo tables first).
+    /// Load the demo dataset into a database: drops and recreates its tables.
+    ///
+    /// The tables are apijson_user, apijson_privacy, Moment, Comment, Access, Request,
+    /// Function, Verify and Document, the names of an APIJSON database. When any of them
+    /// already holds rows, nothing is changed and the command fails, naming them, unless
+    /// --force is given.
     Demo {
-        /// The database URL.
+        /// sqlite://PATH (created when missing), postgres://… or mysql://…
         #[arg(long)]
         db: String,
+        /// Drop and recreate the demo tables even when they hold rows (those rows are lost).
+        #[arg(long)]
+        force: bool,
     },
     /// Benchmark apijet against baselines on PostgreSQL, MariaDB and SQLite (see --help).
     ///
@@ -104,7 +112,7 @@ fn main() -> ExitCode {
                 let cfg = config::Config::load(config.as_deref(), flags)?;
                 http::serve(cfg).await
             }
-            Command::Demo { db } => app::load_demo(&db).await,
+            Command::Demo { db, force } => app::load_demo(&db, force).await,
             Command::Bench(args) => apijet_bench::run(*args).await,
         }
     });

@@ -16,12 +16,15 @@
 //! otherwise the whole answer, numbers by value, timestamps with a trailing `.0` ignored,
 //! `@explain` by presence only, and object key order checked after the content.
 //!
-//! Per engine and stage the report ends with `conformance [ENGINE]` (reads) or
-//! `conformance writes [ENGINE]` (writes) and `conformance: N passed, M failed` (and, for reads,
-//! `conformance order-dependent: K` on PostgreSQL when some answers may differ only because
-//! the request leaves row order to the engine: an array without `@order`, and an answer of the
-//! same shape; those count neither as passed nor as failed). The test fails when a case fails that is not listed in
-//! `tests/conformance/known-failures.txt`; listed cases that pass are printed as `NOW PASSING`.
+//! Per engine and stage the report lists each case that did not pass (`known [ENGINE] REF-ID`
+//! with its reason for a documented deviation listed in `tests/conformance/known-failures.txt`,
+//! `FAIL [ENGINE] REF-ID` with the first difference for anything else) and ends with one line,
+//! `conformance [ENGINE]: N passed, K known deviations, M failed` (reads) or
+//! `conformance writes [ENGINE]: …` (writes), with `, D order-dependent` on PostgreSQL when some
+//! answers may differ only because the request leaves row order to the engine (an array
+//! without `@order`, and an answer of the same shape; those count neither as passed nor as
+//! failed). `scripts/test.sh` repeats these lines in its summary. The test fails when a case
+//! fails that is not listed; listed cases that pass are printed as `NOW PASSING`.
 
 #[path = "conformance/compare.rs"]
 mod compare;

@@ -12,7 +12,10 @@
 #   cluster: N acknowledged writes, 0 lost, 0 duplicated, first success after failover in X s
 # and the exit status is 0 only when nothing was lost or duplicated and both instances wrote again
 # after the fault. Everything runs on 127.0.0.1 under a mktemp directory, is bounded
-# (FT_TIMEOUT seconds in all) and is stopped and removed on exit, success, failure or Ctrl-C.
+# (FT_TIMEOUT seconds in all) and is stopped and removed on exit, success, failure or Ctrl-C:
+# every server, the load and the watchdog end before the script does, so
+# `r=$(bash scripts/cluster/fault-test.sh galera | tail -1)` returns as soon as it ends. The
+# script's last words on stderr are `[cluster] fault test done in N s (exit STATUS)`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,27 +40,39 @@ source scripts/lib/db.sh
 source scripts/cluster/lib.sh
 
 DIR=""
-WATCHDOG=""
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  [ -n "$WATCHDOG" ] && kill "$WATCHDOG" 2>/dev/null
   cl_down
+  # The watchdog and the load, when a failure left them running.
+  cl_stop_jobs
   if [ "$rc" -ne 0 ] && [ -n "$DIR" ] && [ -n "${FT_KEEP_LOGS:-}" ]; then
     cl_log "logs kept in $DIR"
   elif [ -n "$DIR" ]; then
     rm -rf "$DIR"
   fi
+  cl_log "fault test done in ${SECONDS} s (exit $rc)"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'cl_log "timed out after ${FT_TIMEOUT}s"; exit 124' TERM
 
+# TERMs this script after $1 seconds. It is one background job that takes its own sleep down
+# when it is stopped, and its output goes nowhere: a leftover sleep once held the script's
+# standard output open for the whole FT_TIMEOUT after the script had ended.
+# shellcheck disable=SC2317  # the trap's command
+watchdog() {
+  local nap
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  sleep "$1" &
+  nap=$!
+  wait "$nap" && kill -TERM $$
+}
+
 cl_require "$topology"
-(sleep "$FT_TIMEOUT" && kill -TERM $$) 2>/dev/null &
-WATCHDOG=$!
+watchdog "$FT_TIMEOUT" </dev/null >/dev/null 2>&1 &
 
 bin=$(cl_apijet_bin)
 export APIJET_BIN=$bin

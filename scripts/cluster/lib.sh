@@ -12,6 +12,9 @@
 #                               CL_API_PORTS[I], CL_API_PIDS[I]
 #   cl_haproxy_up DIR           haproxy round-robin over every started instance; CL_PROXY_PORT
 #   cl_down                     stop all of the above (safe to call twice)
+#   cl_stop_jobs                stop every background job the calling script still has (a
+#                               watchdog, a load generator): call it from the EXIT trap, so that
+#                               nothing outlives the script or holds its standard output
 #
 # Every server leaves a pid file in its directory (mysqld.pid, postmaster.pid, apijetN.pid,
 # haproxy.pid), so scripts/cluster/down.sh can stop what a killed script left behind.
@@ -244,6 +247,11 @@ cl_stop_pid() {
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+cl_stop_jobs() {
+  local p
+  for p in $(jobs -p); do cl_stop_pid "$p"; done
 }
 
 cl_down() {

@@ -40,6 +40,8 @@ cleanup() {
   trap - EXIT INT TERM
   cl_log "taking the $topology topology down"
   cl_down
+  # The sleep that keeps the topology up, when Ctrl-C or a TERM ended the wait.
+  cl_stop_jobs
   [ -n "$DIR" ] && rm -rf "$DIR"
   exit "$rc"
 }

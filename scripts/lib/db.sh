@@ -11,9 +11,10 @@
 #                             run CMD every STEP seconds until it succeeds; fail after SECONDS, or
 #                             as soon as the command string ALIVE fails (the server died)
 #
-# Both servers listen on 127.0.0.1 only, use trust / passwordless root over TCP, run in UTC and
-# trade durability for speed (fsync off). Each start waits a bounded time and fails with the
-# server's log when it never accepts connections.
+# Both servers listen on 127.0.0.1 only, use trust / passwordless root over TCP (only the
+# PostgreSQL role apijet_password_required, which a test creates, must give a password), run in
+# UTC and trade durability for speed (fsync off). Each start waits a bounded time and fails with
+# the server's log when it never accepts connections.
 
 DB_WAIT_SECONDS=${DB_WAIT_SECONDS:-60}
 # Set by db_start_postgres / db_start_mariadb for the caller.
@@ -116,6 +117,9 @@ db_start_postgres() {
     return 1
   fi
   DB_PG_DATA=$dir/data
+  # One role must give a password (scram-sha-256), so that tests/ops.rs sees the errors of a
+  # missing and of a wrong password; every other connection is trusted.
+  sed -i '1i host all apijet_password_required 127.0.0.1/32 scram-sha-256' "$dir/data/pg_hba.conf"
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -W \
     -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c TimeZone=UTC" \
     start >/dev/null

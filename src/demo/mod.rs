@@ -22,6 +22,7 @@
 //! The statements are generated, not stored, so each engine gets its own quoting and types
 //! from one description; a fixed-seed PRNG makes the rows identical everywhere.
 
+pub mod guard;
 mod people;
 mod rng;
 mod schema;

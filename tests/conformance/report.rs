@@ -37,11 +37,15 @@ impl KnownFailures {
         KnownFailures { entries }
     }
 
-    pub(crate) fn is_listed(&self, engine: Engine, id: &str) -> bool {
-        self.entries.contains_key(&(None, id.to_string()))
-            || self
-                .entries
-                .contains_key(&(Some(engine.name().to_string()), id.to_string()))
+    /// Why a case is listed for `engine`, if it is.
+    pub(crate) fn reason(&self, engine: Engine, id: &str) -> Option<&str> {
+        self.entries
+            .get(&(None, id.to_string()))
+            .or_else(|| {
+                self.entries
+                    .get(&(Some(engine.name().to_string()), id.to_string()))
+            })
+            .map(String::as_str)
     }
 
     /// Entries for `engine` that name no replayed case (typos, renamed cases).
@@ -71,8 +75,11 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    /// The report of one stage, ending with `{title} [ENGINE]` and the counts; `unknown` are the
-    /// known-failures entries that name no replayed case.
+    /// The report of one stage: one line per case that did not pass (`known` for a documented
+    /// deviation, `FAIL` for anything else), then one summary line,
+    /// `{title} [ENGINE]: N passed, K known deviations, M failed` (and `, D order-dependent`
+    /// when some answers differ only in the row order the request leaves to the engine).
+    /// `unknown` are the known-failures entries that name no replayed case.
     pub(crate) fn build(
         engine: Engine,
         title: &str,
@@ -83,23 +90,27 @@ impl Report {
     ) -> Report {
         let name = engine.name();
         let (mut text, mut regressions, mut now_passing) = (String::new(), Vec::new(), Vec::new());
-        let (mut passed, mut failed, mut order_dependent) = (0, 0, 0);
+        let (mut passed, mut deviations, mut order_dependent) = (0, 0, 0);
         for (case, outcome) in cases.iter().zip(outcomes) {
-            let listed = known.is_listed(engine, &case.id);
+            let reason = known.reason(engine, &case.id);
             match outcome {
                 Outcome::Pass => {
                     passed += 1;
-                    if listed {
+                    if reason.is_some() {
                         now_passing.push(case.id.as_str());
                     }
                 }
-                Outcome::Fail(why) => {
-                    failed += 1;
-                    let _ = writeln!(text, "FAIL [{name}] {} {}: {why}", case.id, case.name);
-                    if !listed {
+                Outcome::Fail(why) => match reason {
+                    Some(reason) => {
+                        deviations += 1;
+                        let _ =
+                            writeln!(text, "known [{name}] {} {}: {reason}", case.id, case.name);
+                    }
+                    None => {
+                        let _ = writeln!(text, "FAIL [{name}] {} {}: {why}", case.id, case.name);
                         regressions.push(case.id.clone());
                     }
-                }
+                },
                 Outcome::OrderDependent(why) => {
                     order_dependent += 1;
                     let _ = writeln!(
@@ -125,11 +136,15 @@ impl Report {
                 "REGRESSION [{name}] {id}: fails and is not listed in known-failures.txt"
             );
         }
-        let _ = writeln!(text, "{title} [{name}]");
-        let _ = writeln!(text, "conformance: {passed} passed, {failed} failed");
+        let _ = write!(
+            text,
+            "{title} [{name}]: {passed} passed, {deviations} known deviations, {} failed",
+            regressions.len()
+        );
         if order_dependent > 0 {
-            let _ = writeln!(text, "conformance order-dependent: {order_dependent}");
+            let _ = write!(text, ", {order_dependent} order-dependent");
         }
+        text.push('\n');
         Report { text, regressions }
     }
 }

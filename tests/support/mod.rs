@@ -472,7 +472,7 @@ impl Drop for Server {
 /// Where this test process keeps its SQLite demo files: under cargo's temp dir for integration
 /// tests (`target/tmp`), not `/tmp`. The folders of earlier runs whose process has ended are
 /// removed first, so nothing piles up.
-fn demo_dir() -> PathBuf {
+pub fn demo_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let mine = format!("apijet-demo-it-{}", std::process::id());
     if let Ok(entries) = fs::read_dir(root) {
@@ -538,6 +538,7 @@ pub fn demo_databases(test: &str) -> Vec<(&'static str, String)> {
     for (name, url) in &out {
         let status = Command::new(exe)
             .args(["demo", "--db", url])
+            .stdout(Stdio::null())
             .status()
             .expect("apijet demo runs");
         assert!(status.success(), "loading the demo dataset into {name}");

@@ -52,7 +52,8 @@ pub fn paging(
             Some(c) if c > 0 && (c as u64) <= max_count => c as u64,
             _ => {
                 return Err(PlanError::Limit(format!(
-                    "{path}/count:{v} is not valid: it must be within 0-{max_count}"
+                    "{path}/count:{v} is not valid: it must be within 0-{max_count} (setting \
+                     max_count; count:0 asks for that maximum)"
                 )))
             }
         },
@@ -63,7 +64,8 @@ pub fn paging(
             Some(p) if p >= 0 && (p as u64) <= max_page => p as u64,
             _ => {
                 return Err(PlanError::Limit(format!(
-                    "{path}/page:{v} is not valid: it must be within 0-{max_page}"
+                    "{path}/page:{v} is not valid: it must be within 0-{max_page} (setting \
+                     max_page)"
                 )))
             }
         },
@@ -284,6 +286,20 @@ pub fn carry_vice_columns(main: &mut Select, prefix: &str, vice: &Select) {
         expr: c.expr.clone(),
         alias: Ident::new(format!("{prefix}{}", c.alias.as_str())),
     }));
+}
+
+/// Passes a joined select through the column gate as one statement: its ON conditions name
+/// columns that reference paths gave, and the sides' clauses now sit together.
+pub fn admit_joined(
+    select: &Select,
+    main: &TablePlan,
+    vices: &[TablePlan],
+) -> Result<(), PlanError> {
+    let known: Vec<_> = std::iter::once(main)
+        .chain(vices)
+        .map(TablePlan::known)
+        .collect();
+    crate::gate::admit_select(select, &known)
 }
 
 /// Turns the main table's select into the joined select: ON conditions come from the vice's

@@ -243,7 +243,7 @@ fn range_expression<N: Names>(
 ) -> Result<Pred, PlanError> {
     if text.len() > 100 {
         return Err(PlanError::Forbidden(format!(
-            "{}: an expression may be at most 100 characters long",
+            "{}: an expression may be at most 100 characters long (a fixed limit)",
             key.raw
         )));
     }

@@ -13,6 +13,7 @@ mod combine;
 mod condition;
 mod expr;
 pub mod functions;
+pub mod gate;
 pub mod keywords;
 mod preds;
 pub mod procedure;
@@ -147,8 +148,14 @@ pub struct Ctx<'a> {
 /// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// The role may not use this method on this table (or the table is not exposed).
-    #[error("{table} does not allow {} visitors to {method}", role.name())]
+    /// The role may not use this method on this table, or no such table is served: both get
+    /// this same answer, so that it does not tell which tables exist.
+    #[error(
+        "no table {table} is served to {role} visitors for {method}: there is no such table, \
+         or the Access table does not grant {role} visitors {method} on it (both are answered \
+         alike, so that the answer does not reveal which tables exist)",
+        role = role.name()
+    )]
     AccessDenied {
         /// API table name.
         table: String,

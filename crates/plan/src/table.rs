@@ -5,6 +5,7 @@
 use crate::combine::{self, Combine};
 use crate::condition::{self, Outcome};
 use crate::expr::check_length;
+use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::preds::{cast_values, combine_pred, subquery_pred};
 use crate::query::{
     CastType, Expr, Ident, OrderItem, Pred, Quantifier, Select, SelectItem, Source,
@@ -87,6 +88,10 @@ pub struct TablePlan {
     pub sort_unordered_groups: bool,
     /// Stored procedures to call after the row is read (`"@name()": "proc(args)"`).
     pub procedures: Vec<crate::procedure::ProcedureCall>,
+    /// The hidden columns this object may compare with `=` (see [`crate::gate`]): those a plain
+    /// `_column: value` key of a private request names, which its `Request` structure had to
+    /// name exactly for verification to pass. Always empty for public requests and subqueries.
+    pub hidden_keys: Vec<String>,
 }
 
 fn text_of(v: &Json) -> Option<String> {
@@ -99,9 +104,22 @@ fn text_of(v: &Json) -> Option<String> {
 
 const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
 
+/// Where a table object sits in its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// An object of the request (or of an array item), whose answer the client sees.
+    Object,
+    /// A table of a subquery or `@from@`: its result only feeds another statement.
+    Subquery,
+}
+
 impl TablePlan {
     /// Plans a table object for `ctx.method`.
     pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        TablePlan::new_at(obj, ctx, Place::Object)
+    }
+
+    fn new_at(obj: &TableObject, ctx: &Ctx<'_>, place: Place) -> Result<TablePlan, PlanError> {
         // Every keyword's text is bounded before any of them is parsed.
         for e in &obj.entries {
             if let TableEntry::Keyword {
@@ -120,6 +138,16 @@ impl TablePlan {
         };
         let role_value = kw("role").or(ctx.global_role);
         let (table, role) = access::check(&obj.key.table, role_value, ctx)?;
+        // Under a Request structure, the subqueries of an object run with the object's role
+        // unless they name one: a subquery is part of what the tag allows, not a way around it.
+        let nested = Ctx {
+            global_role: if ctx.method.is_public() {
+                ctx.global_role
+            } else {
+                role_value
+            },
+            ..*ctx
+        };
         // Writes name their table without an alias (not every engine accepts one in UPDATE and
         // DELETE), so their conditions are qualified with the table's own name.
         let alias = if ctx.method.is_query() {
@@ -133,7 +161,7 @@ impl TablePlan {
             TableEntry::FromSubquery(sq) => Some(sq),
             _ => None,
         }) {
-            Some(sq) => Some(Box::new(plan_subquery(sq, ctx)?)),
+            Some(sq) => Some(Box::new(plan_subquery(sq, &nested)?)),
             None => match kw("from@").and_then(Json::as_str) {
                 Some(name) => Some(Box::new(named(name).ok_or_else(|| {
                     PlanError::Invalid(format!("@from@:'{name}' names no subquery defined before"))
@@ -245,12 +273,6 @@ impl TablePlan {
         let mut echoes = Vec::new();
         let mut procedures = Vec::new();
         for entry in &obj.entries {
-            if let TableEntry::Condition { key, .. }
-            | TableEntry::RefCondition { key, .. }
-            | TableEntry::SubqueryCondition { key, .. } = entry
-            {
-                refuse_hidden_condition(key, ctx)?;
-            }
             match entry {
                 TableEntry::Condition { key, value } if raw_keys.contains(&key.raw.as_str()) => {
                     conds.push(CondSpec {
@@ -288,7 +310,7 @@ impl TablePlan {
                     },
                 }),
                 TableEntry::SubqueryCondition { key, subquery } => {
-                    let sub = plan_subquery(subquery, ctx)?;
+                    let sub = plan_subquery(subquery, &nested)?;
                     let range = match &subquery.range {
                         None => None,
                         Some(v) => match v.as_str() {
@@ -355,8 +377,14 @@ impl TablePlan {
         };
         access::check_owner_values(&table, role, ctx, &conds)?;
         let role_filter = access::role_filter(&table, role, ctx, &alias)?;
+        let may_test_hidden = (!ctx.method.is_public() || ctx.trusted) && place == Place::Object;
+        let hidden_keys = conds
+            .iter()
+            .filter(|c| may_test_hidden && is_exact(c) && c.key.column.starts_with('_'))
+            .map(|c| c.key.column.clone())
+            .collect();
 
-        Ok(TablePlan {
+        let plan = TablePlan {
             table,
             alias,
             columns,
@@ -378,7 +406,43 @@ impl TablePlan {
             echoes,
             procedures,
             sort_unordered_groups: ctx.options.sort_unordered_groups,
-        })
+            hidden_keys,
+        };
+        plan.admit_parts()?;
+        Ok(plan)
+    }
+
+    /// What the column gate knows of this object.
+    pub fn known(&self) -> Known<'_> {
+        Known {
+            alias: &self.alias,
+            table: &self.table,
+            hidden_keys: &self.hidden_keys,
+        }
+    }
+
+    /// Passes the columns known before execution through the gate, so that a request is
+    /// refused before any of its statements runs; [`TablePlan::select`] passes the complete
+    /// statement again, with what references and values add.
+    fn admit_parts(&self) -> Result<(), PlanError> {
+        let parts = ObjectParts {
+            known: self.known(),
+            from: self.from.as_deref(),
+            columns: &self.columns,
+            group: &self.group,
+            having: self.having.as_ref(),
+            order: &self.order,
+        };
+        let conds = self.conds.iter().map(|c| PartCondition {
+            key: &c.key.raw,
+            lhs: &c.lhs,
+            exact: is_exact(c),
+            subquery: match &c.operand {
+                Operand::Subquery(sub, _) => Some(&**sub),
+                _ => None,
+            },
+        });
+        gate::admit_object(&parts, conds)
     }
 
     /// The concrete query once references are known; `None` when the object cannot match
@@ -475,7 +539,7 @@ impl TablePlan {
             Some(sub) => Source::Select(sub.clone()),
             None => Source::Table(Ident::new(self.table.sql_name.clone())),
         };
-        Ok(Some(Select {
+        let select = Select {
             distinct: self.distinct,
             columns: self.columns.clone(),
             source,
@@ -487,7 +551,9 @@ impl TablePlan {
             order: self.default_order(),
             limit: None,
             offset: 0,
-        }))
+        };
+        gate::admit_select(&select, &[self.known()])?;
+        Ok(Some(select))
     }
 
     /// `@order`, or — as MariaDB answers grouped lists sorted by their columns — those columns
@@ -552,18 +618,12 @@ enum Resolved {
     Value(Json),
 }
 
-/// Hidden columns (`_password`) never leave the server, and a condition on one would leak it
-/// bit by bit (`_password$`, `_password>`): public reads may not test them at all. Private
-/// methods may, where their `Request` structure names the exact key (see `verify`).
-fn refuse_hidden_condition(key: &ConditionKey, ctx: &Ctx<'_>) -> Result<(), PlanError> {
-    if key.column.starts_with('_') && ctx.method.is_public() && !ctx.trusted {
-        return Err(PlanError::Forbidden(format!(
-            "{}: {} is a hidden column; only private requests whose Request structure names \
-             it may test it",
-            key.raw, key.column
-        )));
-    }
-    Ok(())
+/// A plain `column: value` condition on the column itself: the only form in which the gate
+/// lets a structure-named hidden column be compared.
+fn is_exact(c: &CondSpec) -> bool {
+    c.key.is_plain()
+        && matches!(c.operand, Operand::Literal(_))
+        && matches!(&c.lhs, Expr::Column { name, .. } if name.as_str() == c.key.column)
 }
 
 fn lhs_of(key: &ConditionKey, names: &TableNames<'_>) -> Result<Expr, PlanError> {
@@ -645,7 +705,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         .ok_or_else(|| {
             PlanError::Invalid("a subquery needs a table object named by from".into())
         })?;
-    let plan = TablePlan::new(table, ctx)?;
+    let plan = TablePlan::new_at(table, ctx, Place::Subquery)?;
     let mut no_refs = |_: &str| None;
     let mut select = plan.select(&mut no_refs)?.ok_or_else(|| {
         PlanError::Invalid("a subquery's conditions cannot use references".into())
@@ -661,6 +721,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             )));
         }
     }
+    let mut vices = Vec::with_capacity(specs.len());
     for spec in &specs {
         if spec.kind == '@' || spec.table_key.contains('/') {
             return Err(PlanError::Forbidden(format!(
@@ -686,7 +747,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             }
             _ => vice.clone(),
         };
-        let vice_plan = TablePlan::new(&vice, ctx)?;
+        let vice_plan = TablePlan::new_at(&vice, ctx, Place::Subquery)?;
         let Some(vice_select) = vice_plan.select_without_refs()? else {
             // A vice that cannot match empties an inner join and leaves the others' rows.
             if spec.kind == '&' {
@@ -696,6 +757,10 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         };
         crate::array::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
         crate::array::merge_vice_clauses(&mut select, &vice_plan);
+        vices.push(vice_plan);
+    }
+    if !vices.is_empty() {
+        crate::array::admit_joined(&select, &plan, &vices)?;
     }
     if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {
         select.limit = Some(c);

@@ -17,6 +17,8 @@ mod tests_batch;
 mod tests_columns;
 #[cfg(test)]
 mod tests_keys;
+#[cfg(test)]
+mod tests_nested;
 
 use std::collections::HashMap;
 
@@ -323,6 +325,7 @@ fn verify_with(
         checks: Vec::new(),
         root_role: body.get("@role").cloned(),
         whitelist,
+        subqueries: 0,
     };
     verify_tagged(&mut ctx, &tag, version, &mut body)?;
 

@@ -4,6 +4,7 @@ mod mysql;
 mod postgres;
 mod sqlite;
 mod sqlite_functions;
+mod target;
 
 pub use mysql::{MySqlBackend, MySqlTx};
 pub use postgres::{PgBackend, PgTx};

@@ -65,6 +65,7 @@ impl MySqlBackend {
         pool_size: usize,
         timeout_ms: u64,
     ) -> Result<MySqlBackend, ExecError> {
+        let target = super::target::Target::of(apijet_core::Engine::MySql, url);
         let hosts = super::split_hosts(url)?;
         let mut init = vec![
             "SET time_zone = '+00:00'".to_string(),
@@ -72,11 +73,14 @@ impl MySqlBackend {
         ];
         let mut errors = Vec::new();
         for (i, host_url) in hosts.iter().enumerate() {
-            let opts = builder(host_url, pool_size)?;
+            let opts = builder(host_url, pool_size).map_err(|e| match e {
+                ExecError::Connect(why) => target.bad_url(&why),
+                other => other,
+            })?;
             let (mut conn, timeout) = match first_conn(&opts, &init, timeout_ms).await {
                 Ok(c) => c,
                 Err(e) => {
-                    errors.push(format!("{}: {e}", host_of(host_url)));
+                    errors.push((host_of(host_url).to_string(), e.to_string()));
                     continue;
                 }
             };
@@ -108,7 +112,7 @@ impl MySqlBackend {
                 mariadb,
             });
         }
-        Err(ExecError::Connect(errors.join("; ")))
+        Err(target.failures(&errors))
     }
 
     /// Runs `op` on the current host's pool; when the host cannot be reached, on the next

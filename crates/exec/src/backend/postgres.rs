@@ -40,9 +40,10 @@ impl PgBackend {
         timeout_ms: u64,
         role: DbRole,
     ) -> Result<PgBackend, ExecError> {
+        let target = super::target::Target::of(apijet_core::Engine::Postgres, url);
         let mut cfg: tokio_postgres::Config = url
             .parse()
-            .map_err(|e: tokio_postgres::Error| ExecError::Connect(e.to_string()))?;
+            .map_err(|e: tokio_postgres::Error| target.bad_url(&e.to_string()))?;
         // Options of the URL come first, so apijet's own settings win.
         let mut options = cfg.get_options().map_or(String::new(), |o| format!("{o} "));
         options.push_str("-c TimeZone=UTC");
@@ -69,10 +70,7 @@ impl PgBackend {
             .build()
             .map_err(|e| ExecError::Connect(e.to_string()))?;
         // Fail at start-up, not on the first request, when the database is unreachable.
-        let client = pool
-            .get()
-            .await
-            .map_err(|e| ExecError::Connect(cause(&e)))?;
+        let client = pool.get().await.map_err(|e| target.failure(&cause(&e)))?;
         if role == (DbRole::Primary { replicated: true }) {
             let standbys = client
                 .query_opt("SHOW synchronous_standby_names", &[])

@@ -50,7 +50,10 @@ impl SqliteBackend {
             outputs: Outputs::default(),
             in_use: std::sync::atomic::AtomicI64::new(1),
         };
-        let conn = backend.new_connection(create)?;
+        let conn = backend.new_connection(create).map_err(|e| match e {
+            ExecError::Connect(why) => super::target::sqlite_failure(path, &why),
+            other => super::target::sqlite_failure(path, &other.to_string()),
+        })?;
         backend.put(conn);
         Ok(backend)
     }

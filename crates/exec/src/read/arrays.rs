@@ -169,6 +169,7 @@ impl Reader<'_> {
         let mut quiet = Vec::new();
         let mut carried: Vec<Carried> = Vec::new();
         let mut json_outputs = plan.json_outputs.clone();
+        let mut vices = Vec::new();
         if let Some(j) = &a.join {
             for spec in array::join_specs(j)? {
                 if let Some((sub_array, _)) = spec.table_key.split_once('/') {
@@ -234,8 +235,12 @@ impl Reader<'_> {
                     vice_select,
                 )?;
                 array::merge_vice_clauses(&mut select, &vice_plan);
+                vices.push(vice_plan);
                 joined = true;
             }
+        }
+        if joined {
+            array::admit_joined(&select, &plan, &vices)?;
         }
         let mut totals = None;
         let mut total = None;

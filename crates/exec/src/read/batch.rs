@@ -8,6 +8,10 @@
 //! `row_number() OVER (PARTITION BY momentId …)` window that keeps exactly `count` rows per
 //! parent from page `page`. The rows are then handed back to their items. Anything else
 //! (functions, children, aggregates, joins, totals) keeps the item-by-item path.
+//!
+//! `@explain` does not change that: it answers the statements that ran. Every item still
+//! carries the `@explain` of its object, as item by item; the first item it answered reports
+//! the batched statement, the others repeat it with `"repeat": true` (it ran once).
 
 use super::Reader;
 use crate::ExecError;
@@ -15,7 +19,7 @@ use apijet_plan::array::{self, QueryMode};
 use apijet_plan::TablePlan;
 use apijet_request::{ArrayObject, ConditionKey, Logic, Member, Node, Op, TableEntry, TableObject};
 use apijet_sql::render;
-use serde_json::{Map, Value as Json};
+use serde_json::{json, Map, Value as Json};
 use std::collections::{HashMap, HashSet};
 
 /// A reference of a member to its item's main object: `vice = main`.
@@ -164,6 +168,37 @@ fn rows_of<'a>(
         .map_or(&[], Vec::as_slice)
 }
 
+/// The `@explain` of one batched statement, for each item it answered in turn.
+struct Explained {
+    json: Json,
+    given: bool,
+}
+
+impl Explained {
+    fn new(json: Json) -> Explained {
+        Explained { json, given: false }
+    }
+
+    /// As the statement ran for the first item; marked `"repeat": true` for the others.
+    fn next(&mut self) -> Json {
+        let mut e = self.json.clone();
+        if std::mem::replace(&mut self.given, true) {
+            if let Json::Object(m) = &mut e {
+                m.insert("repeat".into(), Json::Bool(true));
+            }
+        }
+        e
+    }
+}
+
+/// `@explain` first among an object's keys, as on an object read by itself.
+fn explain_first(obj: Map<String, Json>, explained: Json) -> Map<String, Json> {
+    let mut first = Map::with_capacity(obj.len() + 1);
+    first.insert("@explain".into(), explained);
+    first.extend(obj);
+    first
+}
+
 fn strip(
     mut row: Map<String, Json>,
     added: &[String],
@@ -238,8 +273,7 @@ impl Reader<'_> {
             return Ok(None);
         };
         let probe = TablePlan::new(t, &self.ctx())?;
-        if probe.explain
-            || probe.drop
+        if probe.drop
             || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
@@ -247,6 +281,7 @@ impl Reader<'_> {
         {
             return Ok(None);
         }
+        let explain = probe.explain && !self.quiet_explain.contains(&t.key.text());
         let (values, present) = Self::link_values(&links, mains);
         if values.iter().any(Vec::is_empty) {
             return Ok(Some(vec![None; mains.len()]));
@@ -256,23 +291,30 @@ impl Reader<'_> {
         let Some(select) = plan.select(&mut |_| None)? else {
             return Ok(Some(vec![None; mains.len()]));
         };
-        let rows = self
-            .rows(&render(self.env.dialect, &select), &plan.json_outputs)
-            .await?;
+        let stmt = render(self.env.dialect, &select);
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let mut explained = match explain {
+            true => Some(Explained::new(self.explain(&stmt).await?)),
+            false => None,
+        };
         let index = index_rows(&rows, &links);
-        let placed: Vec<Option<Json>> = mains
-            .iter()
-            .zip(present)
-            .map(|(main, ok)| {
-                let &first = rows_of(&index, &links, main).first().filter(|_| ok)?;
-                Some(Json::Object(strip(
-                    rows[first].clone(),
-                    &added,
-                    &plan.echoes,
-                )))
-            })
-            .collect();
-        self.hold_copies(placed.iter().flatten().count(), &rows)?;
+        let mut placed_rows = 0;
+        let mut placed: Vec<Option<Json>> = Vec::with_capacity(mains.len());
+        for (main, ok) in mains.iter().zip(present) {
+            let row = rows_of(&index, &links, main)
+                .first()
+                .filter(|_| ok)
+                .map(|&i| strip(rows[i].clone(), &added, &plan.echoes));
+            placed_rows += usize::from(row.is_some());
+            placed.push(match (row, explained.as_mut()) {
+                (Some(obj), Some(e)) => Some(Json::Object(explain_first(obj, e.next()))),
+                (Some(obj), None) => Some(Json::Object(obj)),
+                // With @explain an object answers its statement even when no row matched.
+                (None, Some(e)) if ok => Some(json!({ "@explain": e.next() })),
+                (None, _) => None,
+            });
+        }
+        self.hold_copies(placed_rows, &rows)?;
         Ok(Some(placed))
     }
 
@@ -314,12 +356,12 @@ impl Reader<'_> {
             return Ok(None);
         };
         let probe = TablePlan::new(t, &self.ctx())?;
-        if probe.explain
-            || probe.drop
+        if probe.drop
             || !probe.procedures.is_empty()
             || probe.aggregate
             || !probe.group.is_empty()
             || probe.distinct
+            || (probe.explain && !a.key.extract.is_empty())
         {
             return Ok(None);
         }
@@ -335,10 +377,17 @@ impl Reader<'_> {
         let partition: Vec<String> = links.iter().map(|l| l.vice.clone()).collect();
         let key_order = plan.table.column("id").map(|c| c.name.as_str());
         let windowed = select.per_parent_page(&partition, paging.count, paging.page, key_order);
-        let rows = self
-            .rows(&render(self.env.dialect, &windowed), &plan.json_outputs)
-            .await?;
+        let stmt = render(self.env.dialect, &windowed);
+        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let mut explained = match probe.explain && !self.quiet_explain.contains(&t.key.text()) {
+            true => Some(Explained::new(self.explain(&stmt).await?)),
+            false => None,
+        };
         let unwrapped = a.key.table.is_some();
+        let wrap = |obj: Json| match unwrapped {
+            true => obj,
+            false => json!({ item.key.clone(): obj }),
+        };
         let index = index_rows(&rows, &links);
         let placed_rows: usize = mains
             .iter()
@@ -347,33 +396,36 @@ impl Reader<'_> {
             .map(|(main, _)| rows_of(&index, &links, main).len())
             .sum();
         self.hold_copies(placed_rows, &rows)?;
-        Ok(Some(
-            mains
-                .iter()
-                .zip(present)
-                .map(|(main, ok)| {
-                    if !ok {
-                        return None;
-                    }
-                    let items: Vec<Json> = rows_of(&index, &links, main)
+        let mut lists: Vec<Option<Json>> = Vec::with_capacity(mains.len());
+        for (main, ok) in mains.iter().zip(present) {
+            if !ok {
+                lists.push(None);
+                continue;
+            }
+            let mut items = Vec::new();
+            for (n, &i) in rows_of(&index, &links, main).iter().enumerate() {
+                let mut obj = strip(rows[i].clone(), &added, &plan.echoes);
+                if let Some(e) = explained.as_mut().filter(|_| n == 0) {
+                    // On the first row of each list, as item by item (extracted columns never
+                    // batch with @explain).
+                    obj = explain_first(obj, e.next());
+                }
+                let obj = Json::Object(obj);
+                items.push(if unwrapped {
+                    a.key
+                        .extract
                         .iter()
-                        .map(|&i| &rows[i])
-                        .map(|r| {
-                            let obj = Json::Object(strip(r.clone(), &added, &plan.echoes));
-                            if !unwrapped {
-                                let mut wrapped = Map::new();
-                                wrapped.insert(item.key.clone(), obj);
-                                return Json::Object(wrapped);
-                            }
-                            a.key
-                                .extract
-                                .iter()
-                                .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
-                        })
-                        .collect();
-                    (!items.is_empty()).then_some(Json::Array(items))
-                })
-                .collect(),
-        ))
+                        .fold(obj, |v, seg| v.get(seg).cloned().unwrap_or(Json::Null))
+                } else {
+                    wrap(obj)
+                });
+            }
+            if let (true, Some(e)) = (items.is_empty(), explained.as_mut()) {
+                // No row: the statement is still answered, in the list's shape.
+                items.push(wrap(json!({ "@explain": e.next() })));
+            }
+            lists.push((!items.is_empty()).then_some(Json::Array(items)));
+        }
+        Ok(Some(lists))
     }
 }

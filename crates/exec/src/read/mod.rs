@@ -349,7 +349,7 @@ impl<'a> Reader<'a> {
                         if tables > self.env.options.max_objects {
                             return Err(PlanError::Limit(format!(
                                 "{path}: the number of objects reaches {tables} at {}:{{}}, \
-                                 more than the limit of {}",
+                                 more than the limit of {} (setting max_objects)",
                                 m.key, self.env.options.max_objects
                             ))
                             .into());
@@ -378,7 +378,7 @@ impl<'a> Reader<'a> {
                         if arrays > self.env.options.max_arrays {
                             return Err(PlanError::Limit(format!(
                                 "{path}: the number of arrays reaches {arrays} at {}, more than \
-                                 the limit of {}",
+                                 the limit of {} (a fixed limit, as in the reference)",
                                 m.key, self.env.options.max_arrays
                             ))
                             .into());
@@ -602,7 +602,8 @@ impl<'a> Reader<'a> {
         let max = self.env.options.max_depth;
         if depth > max {
             return Err(PlanError::Limit(format!(
-                "{path}:{{}} is nested {depth} levels deep, more than the limit of 1-{max}"
+                "{path}:{{}} is nested {depth} levels deep, more than the limit of 1-{max} \
+                 (setting max_depth)"
             ))
             .into());
         }

@@ -50,6 +50,8 @@ pub(super) struct Ctx<'a> {
     /// `/register`: the structure is a whitelist, as if every object said `REFUSE: "!"`, so
     /// a sign-up can set no column the structure does not name.
     pub whitelist: bool,
+    /// How many subqueries (`k@: {…}`, `@from@: {…}`) enclose the object being verified.
+    pub subqueries: usize,
 }
 
 /// The column a key names, whatever operator or form spells it (see
@@ -149,7 +151,11 @@ pub(super) fn verify_object(
                         if is_table_key(key) {
                             check_ids(ctx, name, key, child_target, child)?;
                         }
-                        verify_object(ctx, key, child_target, child)?;
+                        let subquery = usize::from(key.ends_with('@'));
+                        ctx.subqueries += subquery;
+                        let verified = verify_object(ctx, key, child_target, child);
+                        ctx.subqueries -= subquery;
+                        verified?;
                     }
                     None | Some(Value::Null) => {
                         return Err(PlanError::Invalid(format!(
@@ -189,7 +195,8 @@ pub(super) fn verify_object(
                     let max = ctx.rules.max_update_count();
                     if len > max {
                         return Err(PlanError::Limit(format!(
-                            "{m} request: {name}/{key}:[] may hold at most {max} items"
+                            "{m} request: {name}/{key}:[] may hold at most {max} items (setting \
+                             max_batch)"
                         )));
                     }
                     declared.insert(key);
@@ -356,6 +363,20 @@ fn check_refused(
         HashSet::new()
     };
     let role_named = named("@role");
+    let structure_sets_role = ["INSERT", "UPDATE"].into_iter().any(|op| {
+        target
+            .get(op)
+            .and_then(Value::as_object)
+            .is_some_and(|o| o.contains_key("@role"))
+    });
+    if ctx.subqueries > 0 && real.contains_key("@role") && !role_named && !structure_sets_role {
+        // The enclosing object's role is what the tag allows; a subquery inherits it.
+        return Err(PlanError::Forbidden(format!(
+            "{m} request: {} may not contain @role: an object inside a subquery runs with the \
+             role of the object it is in, unless its Request structure names @role",
+            show(name)
+        )));
+    }
     if all_others {
         // `!` refuses everything not named; `@` keys stay allowed, except `@role`: a client
         // may not pick a role that the structure did not ask for (the reference lets it).
@@ -368,12 +389,6 @@ fn check_refused(
         }
         if !role_named && !real.contains_key("@role") && is_table_key(name) {
             if let Some(role) = &ctx.root_role {
-                let structure_sets_role = ["INSERT", "UPDATE"].into_iter().any(|op| {
-                    target
-                        .get(op)
-                        .and_then(Value::as_object)
-                        .is_some_and(|o| o.contains_key("@role"))
-                });
                 if !structure_sets_role {
                     return Err(PlanError::Invalid(format!(
                         "{m} request: the root @role:{role} would apply to {name}, whose \
@@ -419,6 +434,15 @@ fn check_refused(
                 show(name)
             )));
         }
+        if k.ends_with('@') && v.is_object() && !declared.contains(k.as_str()) {
+            // The reference lets subqueries through unverified (they end in @); their objects
+            // would then run under no structure at all, with any role Access grants.
+            return Err(PlanError::Forbidden(format!(
+                "{m} request: {} may not contain {k}:{{}}: a subquery (k@, @from@) must be \
+                 declared by the Request structure, which then verifies its objects",
+                show(name)
+            )));
+        }
         if !k.starts_with('@') && !k.ends_with('@') && !declared.contains(k.as_str()) {
             if v.is_object() {
                 return Err(PlanError::Forbidden(format!(
@@ -439,7 +463,8 @@ fn check_refused(
     // Hidden columns never leave the server: a private read may test one only where the
     // structure names that exact key (e.g. a password check), and no request may reach one
     // through another operator (`_password$` would be a LIKE oracle).
-    let hidden_needs_naming = ctx.method.is_query();
+    // DELETE keys are conditions too.
+    let hidden_needs_naming = ctx.method.is_query() || ctx.method == Method::Delete;
     for k in real.keys() {
         let Some(c) = column(k) else {
             continue;
@@ -522,7 +547,7 @@ fn check_id(
     let max = ctx.rules.max_update_count();
     if list.len() > max {
         return Err(PlanError::Limit(format!(
-            "{m} request: {here}: {in_key}:[] may hold at most {max} items"
+            "{m} request: {here}: {in_key}:[] may hold at most {max} items (setting max_batch)"
         )));
     }
     for item in list {
