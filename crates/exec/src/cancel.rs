@@ -64,6 +64,21 @@ impl Stop {
     }
 }
 
+/// How long a cancelled statement is given to end before it is cancelled again. A cancel that
+/// reaches the server before the statement starts (between the messages that start it) is
+/// ignored there, so a backend sends it again until the connection, asked something trivial,
+/// answers: connections answer in order, so that answer means the statement is over.
+pub(crate) const CANCEL_WAITS: [Duration; 8] = [
+    Duration::from_millis(20),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+    Duration::from_millis(1600),
+    Duration::from_millis(3200),
+];
+
 tokio::task_local! {
     static WATCH: Watch;
 }

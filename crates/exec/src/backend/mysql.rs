@@ -327,9 +327,9 @@ async fn fetch_on<Q: Queryable, S: RowSink>(
 
 /// A pooled connection with a statement under way (see [`crate::cancel`]). Dropped before the
 /// statement ended (its request was dropped, its deadline passed, its sink stopped reading),
-/// the statement is killed from another connection and only then is the connection given back
-/// (the pool drains what is left of its result), so the kill cannot land on another request's
-/// statement.
+/// its connection is killed from another one (`KILL CONNECTION`, which also stops a statement
+/// that had not started yet) and leaves the pool: a mysql_async future dropped midway leaves
+/// its connection in no state to be used again.
 struct Running {
     conn: Option<(mysql_async::Conn, Counted)>,
     killer: Arc<Killer>,
@@ -337,10 +337,22 @@ struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(held) = self.conn.take() {
-            let id = held.0.id();
-            self.killer.kill_then_release(id, held);
+        if let Some((conn, in_use)) = self.conn.take() {
+            let killer = Arc::clone(&self.killer);
+            spawn_detached(async move {
+                killer.kill(conn.id()).await;
+                // Marks it closed, so the pool discards it instead of lending it again.
+                let _ = conn.disconnect().await;
+                drop(in_use);
+            });
         }
+    }
+}
+
+/// Runs `work` on the runtime, if there is one (a drop outside it has nothing to stop).
+fn spawn_detached(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
     }
 }
 
@@ -350,9 +362,8 @@ fn statement_ended(result: &Result<u64, ExecError>) -> bool {
     matches!(result, Ok(_) | Err(ExecError::Db { .. }))
 }
 
-/// One connection per host that stops other connections' statements with `KILL QUERY` (a
-/// connection's id is its host's own, so the kill must go to the same host). Opened at the
-/// first kill; kills queue on it.
+/// One connection per host that ends other connections (a connection's id is its host's own,
+/// so the kill must go to the same host). Opened at the first kill; kills queue on it.
 struct Killer {
     host: OptsBuilder,
     conn: tokio::sync::Mutex<Option<mysql_async::Conn>>,
@@ -366,19 +377,7 @@ impl Killer {
         }
     }
 
-    /// Kills the statement of connection `id`, then drops `held` (the connection and whatever
-    /// must live as long as it).
-    fn kill_then_release<T: Send + 'static>(self: &Arc<Self>, id: u32, held: T) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let killer = Arc::clone(self);
-        runtime.spawn(async move {
-            killer.kill(id).await;
-            drop(held);
-        });
-    }
-
+    /// Ends connection `id` and whatever it runs (`KILL CONNECTION`).
     async fn kill(&self, id: u32) {
         let mut slot = self.conn.lock().await;
         // A kill connection that broke since its last use is opened again, once.
@@ -395,9 +394,9 @@ impl Killer {
             let Some(conn) = slot.as_mut() else {
                 return;
             };
-            match conn.query_drop(format!("KILL QUERY {id}")).await {
+            match conn.query_drop(format!("KILL CONNECTION {id}")).await {
                 Ok(()) => return,
-                // 1094: the connection ended meanwhile; nothing runs any more.
+                // 1094: the connection ended meanwhile.
                 Err(mysql_async::Error::Server(e)) if e.code == 1094 => return,
                 Err(_) => *slot = None,
             }
@@ -406,7 +405,7 @@ impl Killer {
 }
 
 /// An open transaction; mysql_async rolls it back if it is dropped unfinished. Dropped while a
-/// statement runs, the statement is killed first.
+/// statement runs, its connection is killed (which rolls back too).
 pub struct MySqlTx {
     tx: Option<mysql_async::Transaction<'static>>,
     /// A statement was started and has not ended.
@@ -477,8 +476,13 @@ impl MySqlTx {
 impl Drop for MySqlTx {
     fn drop(&mut self) {
         if let (true, Some(tx)) = (self.running, self.tx.take()) {
-            let id = tx.id();
-            self.killer.kill_then_release(id, tx);
+            let killer = Arc::clone(&self.killer);
+            spawn_detached(async move {
+                killer.kill(tx.id()).await;
+                // The pool's clean-up (a rollback) fails on the killed connection, which it
+                // then discards.
+                drop(tx);
+            });
         }
     }
 }

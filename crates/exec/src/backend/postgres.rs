@@ -242,9 +242,10 @@ fn statement_ended(result: &Result<u64, ExecError>) -> bool {
     matches!(result, Ok(_) | Err(ExecError::Db { .. }))
 }
 
-/// Asks the server to cancel what `client` runs, then closes the connection: it leaves the pool
-/// at once, so the cancel, which the server applies to whatever runs when it arrives, cannot
-/// land on another request's statement. Closing also rolls back an open transaction.
+/// Asks the server to cancel what `client` runs, again until the connection answers an empty
+/// query (see [`crate::cancel::CANCEL_WAITS`]), then closes it. It leaves the pool at once, so
+/// a cancel, which the server applies to whatever runs when it arrives, cannot land on another
+/// request's statement. Closing also rolls back an open transaction.
 fn cancel(client: deadpool_postgres::Object) {
     let token = client.cancel_token();
     let detached = deadpool_postgres::Object::take(client);
@@ -252,8 +253,17 @@ fn cancel(client: deadpool_postgres::Object) {
         return;
     };
     runtime.spawn(async move {
-        if let Err(e) = token.cancel_query(NoTls).await {
-            tracing::warn!("cannot cancel a statement nobody waits for: {e}");
+        for wait in crate::cancel::CANCEL_WAITS {
+            if let Err(e) = token.cancel_query(NoTls).await {
+                tracing::warn!("cannot cancel a statement nobody waits for: {e}");
+                break;
+            }
+            if tokio::time::timeout(wait, detached.simple_query(""))
+                .await
+                .is_ok()
+            {
+                break;
+            }
         }
         drop(detached);
     });
