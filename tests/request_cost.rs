@@ -157,16 +157,29 @@ fn server_busy(server: &Server) -> bool {
 /// Sends `body` as a POST /get on a connection of its own, whose answer nobody will read (as a
 /// visitor logged in with `token`, when given).
 fn send_only(server: &Server, body: &Value, token: Option<&str>) -> TcpStream {
+    send_only_to(server, "/get", body, token)
+}
+
+/// [`send_only`] to `path`.
+fn send_only_to(server: &Server, path: &str, body: &Value, token: Option<&str>) -> TcpStream {
     let body = body.to_string();
     let login = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
     write!(
         s,
-        "POST /get HTTP/1.1\r\nHost: x\r\n{login}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: x\r\n{login}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .expect("send");
     s
+}
+
+/// Whether a statement on `Big` runs now (for SQLite: whether the server is busy).
+fn running_now(engine: &str, url: &str, server: &Server) -> bool {
+    match statements_on_big(engine, url) {
+        Some(n) => n > 0,
+        None => server_busy(server),
+    }
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -289,6 +302,55 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
             eprintln!(
                 "{engine}: abandoned statements gone {:?} after their clients left (one takes \
                  {waited:?})",
+                left.elapsed()
+            );
+        }
+
+        // Every way a read runs stops when its client leaves: a buffered answer, a nested
+        // list streamed item by item, the reads of /crud.
+        let token = support::ada(&server)
+            .login("13000082001", "123456")
+            .expect("login")["token"]
+            .as_str()
+            .expect("a token")
+            .to_string();
+        let columns = window()["Big[]"]["Big"].clone();
+        let shapes = [
+            (
+                "a buffered read",
+                "/get",
+                json!({"Big[]": {"count": 3, "Big": columns}, "User": {"id": 82001}}),
+            ),
+            (
+                "a streamed nested list",
+                "/get",
+                json!({"[]": {"count": 3, "Big": columns, "User": {"id@": "/Big/id"}}}),
+            ),
+            ("the reads of /crud", "/crud", window()),
+        ];
+        for (what, path, body) in &shapes {
+            let client = send_only_to(&server, path, body, Some(&token));
+            let sent = Instant::now();
+            while !running_now(engine, &url, &server) {
+                assert!(
+                    sent.elapsed() < Duration::from_secs(10),
+                    "{engine}: {what}: its statement never started"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            drop(client);
+            let left = Instant::now();
+            while running_now(engine, &url, &server) {
+                assert!(
+                    left.elapsed() < waited / 2,
+                    "{engine}: {what}: its statement still runs {:?} after its client left (one \
+                     takes {waited:?})",
+                    left.elapsed()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            eprintln!(
+                "{engine}: {what}: gone {:?} after its client left",
                 left.elapsed()
             );
         }
