@@ -468,7 +468,7 @@ fn growing(rng: &mut u64, depth: u32) -> String {
     };
     let count = [0, 1, 2, 3, 10, 100, 1000, 5000, 20000][next(9) as usize];
     let pick = if depth == 0 { next(2) } else { next(14) };
-    let mut inner = |rng: &mut u64| growing(rng, depth.saturating_sub(1));
+    let inner = |rng: &mut u64| growing(rng, depth.saturating_sub(1));
     match pick {
         0 => "name".to_string(),
         1 => format!("'{}'", "ab".repeat(next(4) as usize + 1)),
