@@ -83,6 +83,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
+    /// What visitors who are not logged in may cost at once.
+    anonymous: Arc<crate::anonymous::AnonymousReads>,
 }
 
 impl AppState {
@@ -94,9 +96,13 @@ impl AppState {
         let role = DbRole::Primary {
             replicated: !cfg.read_replicas.is_empty(),
         };
-        let backend = Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut backend =
+            Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
+                .await
+                .map_err(|e| e.to_string())?;
+        // A value the answer could never hold, the engine need not make; what a request may
+        // store stays storable.
+        backend.set_max_value_bytes(cfg.max_answer_bytes.max(cfg.max_body_bytes) + 1024);
         let replicas = connect_replicas(cfg, &backend).await?;
         if seed {
             backend
@@ -159,6 +165,9 @@ impl AppState {
                     max_depth: cfg.max_expr_depth,
                     max_pattern_length: cfg.max_pattern_length,
                     max_list_items: cfg.max_list_items,
+                    max_pattern_bytes: cfg.max_pattern_bytes,
+                    max_value_bytes: cfg.max_answer_bytes,
+                    stored_value_bytes: cfg.max_body_bytes,
                     engine,
                 },
                 max_rows: cfg.max_rows,
@@ -183,6 +192,10 @@ impl AppState {
             admins: cfg.admins.clone(),
             ids,
             max_batch: cfg.max_batch,
+            anonymous: crate::anonymous::AnonymousReads::new(
+                cfg.anonymous_reads_per_address,
+                Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+            ),
         })
     }
 
@@ -249,7 +262,11 @@ impl AppState {
     pub async fn answer(self: &Arc<Self>, call: Call<'_>, facts: &mut Facts) -> Answer {
         let started = std::time::Instant::now();
         let (method, body) = (call.method, call.body);
-        let answer = match self.run(call, facts).await {
+        let mut watch = apijet_exec::cancel::current();
+        if call.visitor.is_none() {
+            watch = watch.with_timeout(self.anonymous.timeout, "anonymous_statement_timeout_ms");
+        }
+        let answer = match apijet_exec::cancel::watched(watch, self.run(call, facts)).await {
             Ok(a) => a,
             Err(e) => Answer::Json(self.failure(&e)),
         };
@@ -269,7 +286,9 @@ impl AppState {
 
     /// The error envelope (server faults are logged once, here).
     pub fn failure(&self, e: &ApiError) -> Json {
-        if e.code() == 500 {
+        if e.client_left() {
+            tracing::debug!("the client left before its answer was complete");
+        } else if e.code() == 500 {
             tracing::error!(error = %e, "request failed");
         } else if e.is_database_refusal() {
             tracing::warn!(code = e.code(), error = %e, "the database refused a request");
@@ -320,6 +339,14 @@ impl AppState {
             }
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
+        // Held until the answer is complete, by the task of a streamed one.
+        let permit = match (visitor, crate::server::peer()) {
+            (None, Some(addr)) => self
+                .anonymous
+                .admit(addr)
+                .map_err(ApiError::TooManyRequests)?,
+            _ => None,
+        };
         let reader = self.reader(method);
         if let Some(answer) = self
             .point(&map, reader, method, visitor, &snapshot, facts)
@@ -338,12 +365,15 @@ impl AppState {
             let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
             let state = Arc::clone(self);
             let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
-            tokio::spawn(async move {
+            let max_bytes = self.options.max_answer_bytes;
+            spawn_producer(tx.clone(), async move {
+                let _permit = permit;
                 let mut sink = StreamSink::new(
                     tx.clone(),
                     &list.list_key,
                     list.wrap_key.as_deref(),
                     list.json_outputs,
+                    max_bytes,
                 );
                 let mut result = match &replica {
                     Some(r) => r.fetch(&stmt, &mut sink).await,
@@ -375,7 +405,7 @@ impl AppState {
                 snapshot,
                 reader,
             };
-            return Ok(self.stream_nested(read, list));
+            return Ok(self.stream_nested(read, list, permit));
         }
         let outcome = match read(&req, &env).await {
             Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
@@ -394,10 +424,16 @@ impl AppState {
 
     /// Answers a nested list item by item (`apijet_exec::read::read_nested`): what is refused
     /// before its first byte is an error envelope, a failure after it aborts the body.
-    fn stream_nested(self: &Arc<Self>, read: NestedRead, list: Nested) -> Answer {
+    fn stream_nested(
+        self: &Arc<Self>,
+        read: NestedRead,
+        list: Nested,
+        permit: Option<crate::anonymous::ReadPermit>,
+    ) -> Answer {
         let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
         let state = Arc::clone(self);
-        tokio::spawn(async move {
+        spawn_producer(tx.clone(), async move {
+            let _permit = permit;
             let NestedRead {
                 req,
                 method,
@@ -527,6 +563,26 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// Who is calling.
     pub visitor: Option<Visitor>,
+}
+
+/// Runs the producer of a streamed answer in a task of its own, under the request's watch.
+/// When the body is dropped (the client left), the producer is dropped with its statement
+/// future, which cancels the statement; a SQLite statement, which runs on the thread, sees the
+/// closed channel in its progress handler.
+fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let probe = tx.clone();
+    let watch = apijet_exec::cancel::current().with_client(Arc::new(move || probe.is_closed()));
+    tokio::spawn(apijet_exec::cancel::watched(watch, async move {
+        tokio::select! {
+            () = produce => {}
+            () = tx.closed() => {
+                tracing::debug!("the client of a streamed answer left; its statement is stopped");
+            }
+        }
+    }));
 }
 
 /// The database could not be reached, or the connection broke: another server may answer.

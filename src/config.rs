@@ -37,6 +37,13 @@ pub struct Config {
     pub max_answer_bytes: usize,
     /// Statement timeout in milliseconds (0 = none).
     pub statement_timeout_ms: u64,
+    /// The statement timeout of visitors who are not logged in, in milliseconds (0 = only
+    /// `statement_timeout_ms`).
+    pub anonymous_statement_timeout_ms: u64,
+    /// Reads one client address may have under way at once without a login (0 = no limit).
+    pub anonymous_reads_per_address: usize,
+    /// Most bytes of all LIKE and regex patterns of one request together.
+    pub max_pattern_bytes: usize,
     /// Database connections per instance.
     pub pool_size: usize,
     /// The key that signs login tokens; instances sharing it accept each other's tokens.
@@ -168,6 +175,9 @@ pub struct Partial {
     max_rows: Option<usize>,
     max_answer_bytes: Option<usize>,
     statement_timeout_ms: Option<u64>,
+    anonymous_statement_timeout_ms: Option<u64>,
+    anonymous_reads_per_address: Option<usize>,
+    max_pattern_bytes: Option<usize>,
     pool_size: Option<usize>,
     token_secret: Option<String>,
     token_ttl_secs: Option<u64>,
@@ -221,6 +231,9 @@ impl Default for Config {
             max_rows: 10_000,
             max_answer_bytes: 16 << 20,
             statement_timeout_ms: 30_000,
+            anonymous_statement_timeout_ms: 5_000,
+            anonymous_reads_per_address: 4,
+            max_pattern_bytes: 1024,
             pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
             token_secret: None,
             token_ttl_secs: 86_400,
@@ -276,6 +289,9 @@ impl Config {
             max_rows,
             max_answer_bytes,
             statement_timeout_ms,
+            anonymous_statement_timeout_ms,
+            anonymous_reads_per_address,
+            max_pattern_bytes,
             pool_size,
             token_ttl_secs,
             admins,
@@ -402,6 +418,9 @@ fn from_env() -> Result<Partial, String> {
         max_rows: var("APIJET_MAX_ROWS")?,
         max_answer_bytes: var("APIJET_MAX_ANSWER_BYTES")?,
         statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
+        anonymous_statement_timeout_ms: var("APIJET_ANONYMOUS_STATEMENT_TIMEOUT_MS")?,
+        anonymous_reads_per_address: var("APIJET_ANONYMOUS_READS_PER_ADDRESS")?,
+        max_pattern_bytes: var("APIJET_MAX_PATTERN_BYTES")?,
         pool_size: var("APIJET_POOL_SIZE")?,
         token_secret: var("APIJET_TOKEN_SECRET")?,
         token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,

@@ -498,6 +498,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         header: Duration::from_millis(cfg.header_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
+        probe_clients: state.backend.engine() == apijet_core::Engine::Sqlite,
     };
     let edge = Arc::new(Edge {
         metrics: Arc::clone(&state.metrics),

@@ -420,6 +420,17 @@ impl Server {
         self.proc_status_kib("VmHWM:")
     }
 
+    /// The CPU time the server has used so far, in seconds (Linux `/proc`, 100 ticks a
+    /// second), `None` where it cannot be read.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // The fields after the command name (which may hold spaces) in parentheses.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
+    }
+
     fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         status

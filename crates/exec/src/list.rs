@@ -53,6 +53,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
         return Ok(None);
     }
     apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let opts = env.options;
     let paging = array::paging(a, &member.key, opts.max_count, opts.max_page)?;
     if paging.mode != QueryMode::Rows {

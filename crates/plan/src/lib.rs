@@ -27,6 +27,7 @@ pub mod write;
 
 pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;
+pub use condition::check_pattern_budget;
 pub use table::{plan_subquery, CondSpec, Operand, Resolver, TablePlan};
 
 use apijet_core::{Method, Role};
@@ -80,6 +81,13 @@ pub struct ExprLimits {
     pub max_pattern_length: usize,
     /// Most items in one value list (`k{}: […]`, `k<>`, LIKE and regex lists).
     pub max_list_items: usize,
+    /// Most bytes of all LIKE and regex patterns of one request together.
+    pub max_pattern_bytes: usize,
+    /// Most bytes one expression's value may reach (the answer budget, `max_answer_bytes`).
+    pub max_value_bytes: usize,
+    /// What one stored value of a column of unbounded length counts as in those bounds (the
+    /// largest value a request can store, `max_body_bytes`).
+    pub stored_value_bytes: usize,
     /// The engine the expressions will run on: a function it cannot express is refused while
     /// planning, by name, instead of failing in the database.
     pub engine: apijet_core::Engine,
@@ -92,6 +100,9 @@ impl Default for ExprLimits {
             max_depth: 32,
             max_pattern_length: 256,
             max_list_items: 1000,
+            max_pattern_bytes: 1024,
+            max_value_bytes: 16 << 20,
+            stored_value_bytes: 1 << 20,
             engine: apijet_core::Engine::Sqlite,
         }
     }

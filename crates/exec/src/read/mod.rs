@@ -155,6 +155,7 @@ pub struct Outcome {
 /// Runs a GET/HEAD request.
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
     apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let mut reader = Reader::new(req, env);
     let mut out = Map::new();
     reader
