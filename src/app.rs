@@ -163,7 +163,7 @@ impl AppState {
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,
-                raw_sql: Arc::new(cfg.raw_sql.clone()),
+                raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
                 procedures: Arc::new(cfg.procedures.clone()),
                 served,
                 sort_unordered_groups,

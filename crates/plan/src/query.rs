@@ -277,6 +277,9 @@ pub enum Pred {
     IsNull(Expr),
     /// The JSON array in `lhs` contains the JSON value (given as JSON text).
     JsonContains(Expr, String),
+    /// A condition from the operator's `raw_sql` list, written as configured (a `@having`
+    /// item `@raw` marks).
+    Raw(std::sync::Arc<str>),
 }
 
 /// `ANY` / `ALL` before a subquery.

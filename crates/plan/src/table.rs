@@ -164,9 +164,17 @@ impl TablePlan {
             names.keys = select_list::keys(&k, &names)?;
         }
 
+        let raw = match kw("raw") {
+            Some(v) => crate::raw::raw_keys(v, obj)?,
+            None => Default::default(),
+        };
         let (columns, distinct) = match kw("column").and_then(text_of) {
             Some(text) => {
-                let list = select_list::columns(&text, &names)?;
+                let list = if raw.column {
+                    crate::raw::raw_columns(&text, &ctx.options.raw_sql, &names)?
+                } else {
+                    select_list::columns(&text, &names)?
+                };
                 names.select_aliases = list
                     .items
                     .iter()
@@ -193,6 +201,9 @@ impl TablePlan {
             kw("having").and_then(text_of),
             kw("having&").and_then(text_of),
         ) {
+            (Some(t), _) if raw.having => {
+                Some(crate::raw::raw_having(&t, &ctx.options.raw_sql, &names)?)
+            }
             (Some(t), _) => Some(select_list::having(&t, false, &names)?),
             (None, Some(t)) => Some(select_list::having(&t, true, &names)?),
             _ => None,
@@ -237,10 +248,6 @@ impl TablePlan {
             ));
         }
 
-        let raw_keys = match kw("raw") {
-            Some(v) => crate::raw::raw_keys(v, obj)?,
-            None => Vec::new(),
-        };
         let mut conds = Vec::new();
         let mut echoes = Vec::new();
         let mut procedures = Vec::new();
@@ -252,7 +259,9 @@ impl TablePlan {
                 refuse_hidden_condition(key, ctx)?;
             }
             match entry {
-                TableEntry::Condition { key, value } if raw_keys.contains(&key.raw.as_str()) => {
+                TableEntry::Condition { key, value }
+                    if raw.conditions.contains(&key.raw.as_str()) =>
+                {
                     conds.push(CondSpec {
                         lhs: lhs_of(key, &names)?,
                         key: key.clone(),
@@ -326,7 +335,11 @@ impl TablePlan {
                     )?)
                 }
                 TableEntry::Keyword { name, value } => {
-                    crate::keywords::check_table_keyword(name, value, ctx)?
+                    use crate::keywords::{check_table_keyword, KeyUse};
+                    if check_table_keyword(name, value, ctx)? == KeyUse::Custom {
+                        // Echoed after the row's columns, where functions read it too.
+                        echoes.push((format!("@{name}"), value.clone()));
+                    }
                 }
                 TableEntry::Echo { key, value } => echoes.push((key.clone(), value.clone())),
                 _ => {}

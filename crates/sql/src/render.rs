@@ -9,6 +9,7 @@ use apijet_plan::query::{
     ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
     Select, Source, Update,
 };
+use apijet_plan::schema::ColumnKind;
 
 /// Renders an INSERT of every row in one statement.
 pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
@@ -391,8 +392,15 @@ impl Writer<'_> {
                 write_match(self.d.engine(), &cols, &q, *boolean, out);
             }
             Expr::TextLength(inner) => {
+                // A JSON or number column's length is its text's, as MySQL measures it.
                 let arg = self.sub(inner);
-                self.d.text_length(&arg, out);
+                let kind = match &**inner {
+                    Expr::Column { kind, .. } => *kind,
+                    _ => ColumnKind::Other,
+                };
+                let mut text = String::new();
+                self.d.as_text(&arg, kind, &mut text);
+                self.d.text_length(&text, out);
             }
             Expr::JsonLength(inner) => {
                 let arg = self.sub(inner);
@@ -533,6 +541,11 @@ impl Writer<'_> {
             Pred::IsNull(l) => {
                 self.expr(l, out);
                 out.push_str(" IS NULL");
+            }
+            Pred::Raw(sql) => {
+                out.push('(');
+                out.push_str(sql);
+                out.push(')');
             }
             Pred::JsonContains(l, json) => {
                 let lhs = self.sub(l);
