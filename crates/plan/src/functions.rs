@@ -101,6 +101,9 @@ pub const FUNCTIONS: &[Function] = &[
     agg("group_concat", 1, 1, ALL),
     agg("json_arrayagg", 1, 1, ALL),
     agg("json_objectagg", 2, 2, ALL),
+    // MySQL 8's any value of the group; MariaDB has none: every engine spells it as an
+    // aggregate of its own (sql::calls).
+    agg("any_value", 1, 1, ALL),
     // window functions
     win("rank", 0, 0),
     win("dense_rank", 0, 0),
@@ -137,7 +140,7 @@ pub const FUNCTIONS: &[Function] = &[
     f("mid", 2, 3, ALL),
     f("substr", 2, 3, ALL),
     f("substring", 2, 3, ALL),
-    f("substring_index", 3, 3, SM),
+    f("substring_index", 3, 3, ALL),
     f("repeat", 2, 2, ALL),
     f("replace", 3, 3, ALL),
     f("reverse", 1, 1, ALL),
