@@ -24,6 +24,7 @@ pub enum FnKind {
 #[derive(Debug, Clone, Copy)]
 pub struct Engines(u8);
 
+const P: Engines = Engines(2);
 const M: Engines = Engines(4);
 const SM: Engines = Engines(5);
 const PM: Engines = Engines(6);
@@ -262,6 +263,9 @@ pub const FUNCTIONS: &[Function] = &[
     f("bin", 1, 1, M),
     f("conv", 3, 3, M),
     f("match", 1, N, PM),
+    // PostgreSQL's comments of tables and columns (its PgClass and PgAttribute views).
+    f("obj_description", 1, 2, P),
+    f("col_description", 2, 2, P),
 ];
 
 /// The allow-listed function named `name` (any letter case).
@@ -324,7 +328,7 @@ fn children(e: &Expr) -> Box<dyn Iterator<Item = &Expr> + '_> {
         Expr::Window {
             func, partition, ..
         } => Box::new(std::iter::once(func.as_ref()).chain(partition.iter())),
-        Expr::Match { columns, .. } => Box::new(columns.iter()),
+        Expr::Match { columns, .. } | Expr::Row(columns) => Box::new(columns.iter()),
         _ => Box::new(std::iter::empty()),
     }
 }

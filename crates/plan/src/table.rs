@@ -69,6 +69,8 @@ pub struct TablePlan {
     pub order: Vec<OrderItem>,
     /// `@from@`.
     pub from: Option<Box<Select>>,
+    /// The catalogue view the table reads, when it is one (`Table`, `Column`, …).
+    pub catalog: Option<crate::schema::CatalogView>,
     /// `@cast` by condition key.
     pub casts: HashMap<String, CastType>,
     /// `@explain`.
@@ -370,6 +372,7 @@ impl TablePlan {
         let role_filter = access::role_filter(&table, role, ctx, &alias)?;
 
         Ok(TablePlan {
+            catalog: ctx.schema.catalog_view(&table.api_name),
             table,
             alias,
             columns,
@@ -486,7 +489,7 @@ impl TablePlan {
         }
         let source = match &self.from {
             Some(sub) => Source::Select(sub.clone()),
-            None => Source::Table(Ident::new(self.table.sql_name.clone())),
+            None => self.table_source(),
         };
         Ok(Some(Select {
             distinct: self.distinct,
@@ -501,6 +504,14 @@ impl TablePlan {
             limit: None,
             offset: 0,
         }))
+    }
+
+    /// The table itself as a statement's source: its name, or the catalogue view it reads.
+    pub fn table_source(&self) -> Source {
+        match self.catalog {
+            Some(view) => Source::Catalog(view),
+            None => Source::Table(Ident::new(self.table.sql_name.clone())),
+        }
     }
 
     /// `@order`, or — as MariaDB answers grouped lists sorted by their columns — those columns

@@ -299,6 +299,7 @@ impl Writer<'_> {
     fn source(&mut self, src: &Source, out: &mut String) {
         match src {
             Source::Table(t) => self.d.quote(t.as_str(), out),
+            Source::Catalog(view) => self.d.catalog(*view, out),
             Source::Select(s) => {
                 out.push('(');
                 self.select(s, out);
@@ -425,6 +426,17 @@ impl Writer<'_> {
             Expr::RowNumber { partition, order } => {
                 out.push_str("row_number() ");
                 self.over(partition, order, out);
+            }
+            Expr::Row(items) => {
+                out.push('(');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    let a = self.arg(item);
+                    out.push_str(&a.sql);
+                }
+                out.push(')');
             }
             Expr::Cast(inner, t) => {
                 out.push_str("CAST(");
