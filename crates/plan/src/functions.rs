@@ -99,7 +99,8 @@ pub const FUNCTIONS: &[Function] = &[
     agg("max", 1, 1, ALL),
     agg("min", 1, 1, ALL),
     agg("avg", 1, 1, ALL),
-    agg("group_concat", 1, 1, ALL),
+    // Several arguments are concatenated per row, as MySQL's.
+    agg("group_concat", 1, N, ALL),
     agg("json_arrayagg", 1, 1, ALL),
     agg("json_objectagg", 2, 2, ALL),
     // MySQL 8's any value of the group; MariaDB has none: every engine spells it as an

@@ -170,7 +170,12 @@ impl TablePlan {
             Some(v) => crate::raw::raw_keys(v, obj)?,
             None => Default::default(),
         };
-        let (columns, distinct) = match kw("column").and_then(text_of) {
+        // `"@column": ""` names no column: the table's own, as the reference reads it (in a
+        // joined table of a subquery it adds none, see `plan_subquery`).
+        let column_text = kw("column")
+            .and_then(text_of)
+            .filter(|t| !t.trim().is_empty());
+        let (columns, distinct) = match column_text {
             Some(text) => {
                 let list = if raw.column {
                     crate::raw::raw_columns(&text, &ctx.options.raw_sql, &names)?
@@ -635,6 +640,11 @@ fn default_columns(names: &TableNames<'_>) -> Vec<SelectItem> {
 /// "Moment":{"id@":"/Comment/momentId",…}}`).
 pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
     use apijet_request::Node;
+    if sq.with.as_ref().is_some_and(|w| !w.is_boolean()) {
+        return Err(PlanError::WrongType(
+            "with must be true or false: a subquery as a WITH clause".into(),
+        ));
+    }
     let depth = subquery_depth(sq);
     if depth > ctx.options.max_depth {
         return Err(PlanError::Limit(format!(
@@ -720,12 +730,35 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         };
         crate::array::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
         crate::array::merge_vice_clauses(&mut select, &vice_plan);
+        select
+            .columns
+            .extend(vice_output_columns(&vice, &vice_plan, spec.kind));
     }
     if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {
         select.limit = Some(c);
         select.offset = sq.page.as_ref().and_then(Json::as_u64).unwrap_or(0) * c;
     }
     Ok(select)
+}
+
+/// The columns a joined table adds to its subquery's output, as the reference selects them
+/// after the main table's: its `@column` (none without one, or with `"@column": ""`), so that
+/// an outer `@from@` may read them (`"@column":"DISTINCT host,project"` over TestRecord
+/// joined with Document). A RIGHT join reads the joined table through a subquery of its
+/// columns: only plain columns can be named there.
+fn vice_output_columns(vice: &TableObject, plan: &TablePlan, kind: char) -> Vec<SelectItem> {
+    let named = vice.entries.iter().any(|e| {
+        matches!(e, TableEntry::Keyword { name, value: Json::String(text) }
+            if name == "column" && !text.trim().is_empty())
+    });
+    if !named {
+        return Vec::new();
+    }
+    plan.columns
+        .iter()
+        .filter(|c| kind != '>' || matches!(c.expr, Expr::Column { .. }))
+        .cloned()
+        .collect()
 }
 
 /// How deep subqueries nest in `sq`, itself included. The tree is at most as deep as the JSON

@@ -133,6 +133,9 @@ pub struct SubqueryObject {
     pub page: Option<Value>,
     /// `join` as sent.
     pub join: Option<Value>,
+    /// `with` as sent: the reference writes the subquery as a `WITH` clause, which changes
+    /// the SQL's form, not its rows.
+    pub with: Option<Value>,
     /// The tables.
     pub items: Container,
 }
@@ -298,12 +301,14 @@ fn subquery(map: Map<String, Value>, path: &str) -> Result<SubqueryObject, Reque
         count: None,
         page: None,
         join: None,
+        with: None,
         items: Container::default(),
     };
     let mut rest = Map::new();
     for (k, v) in map.into_iter().filter(present) {
         match k.as_str() {
             "from" => sq.from = Some(value_text(&v)),
+            "with" => sq.with = Some(v),
             "range" => sq.range = Some(v),
             "count" => sq.count = Some(v),
             "page" => sq.page = Some(v),

@@ -67,6 +67,8 @@ fn sqlite(name: &str, argc: usize) -> Option<&'static str> {
         ("json_type", _) => "upper(json_type({0}))",
         ("json_arrayagg", _) => "json_group_array({D}{0})",
         ("any_value", _) => "min({0})",
+        // SQLite's second argument would be the separator.
+        ("group_concat", 2..) => "group_concat({D}concat({*}))",
         ("json_objectagg", _) => "json_group_object({0}, {1})",
         ("json_merge_patch", _) => "json_patch({*})",
         ("now" | "sysdate" | "current_timestamp" | "localtime" | "localtimestamp", _) => {
@@ -82,7 +84,8 @@ fn sqlite(name: &str, argc: usize) -> Option<&'static str> {
 
 fn postgres(name: &str, argc: usize) -> Option<&'static str> {
     Some(match (name, argc) {
-        ("group_concat", _) => "string_agg({D}{t0}, ',')",
+        ("group_concat", 1) => "string_agg({D}{t0}, ',')",
+        ("group_concat", _) => "string_agg({D}concat({*}), ',')",
         ("json_arrayagg", _) => "json_agg({D}{0})",
         // PostgreSQL 16 has any_value; the first element of the group's array is one on every
         // version and for every type (min() has no jsonb).
