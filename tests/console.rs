@@ -7,233 +7,39 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{free_port, skip, Server};
+use serde_json::Value;
+use std::time::Duration;
+use support::browser::Browser;
+use support::{skip, Server};
 
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-/// A chromedriver process and one browser session; both end on drop.
-struct Browser {
-    driver: Child,
-    base: String,
-    session: String,
-    agent: ureq::Agent,
-    profile: std::path::PathBuf,
-}
-
-fn find(names: &[&str]) -> Option<String> {
-    names.iter().find_map(|n| {
-        let p = Path::new(n);
-        if p.is_absolute() {
-            return p.exists().then(|| n.to_string());
-        }
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(n))
-                .find(|p| p.exists())
-                .map(|p| p.display().to_string())
-        })
-    })
-}
-
-impl Browser {
-    fn start() -> Option<Browser> {
-        let chromium = find(&["chromium", "chromium-browser", "google-chrome"])?;
-        let driver_bin = find(&["chromedriver", "/usr/lib/chromium/chromedriver"])?;
-        let port = free_port();
-        let driver = Command::new(driver_bin)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let agent = ureq::Agent::new_with_config(
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(60)))
-                .proxy(None)
-                .build(),
-        );
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while agent.get(format!("{base}/status")).call().is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let profile =
-            std::env::temp_dir().join(format!("apijet-console-profile-{}", std::process::id()));
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1400,860", format!("--user-data-dir={}", profile.display())]
-            }
-        }}});
-        let mut browser = Browser {
-            driver,
-            base,
-            session: String::new(),
-            agent,
-            profile,
-        };
-        let v = browser.call("POST", "/session", Some(caps));
-        browser.session = v["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no WebDriver session: {v}"))
-            .to_string();
-        Some(browser)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let url = format!("{}{path}", self.base);
-        let res = match method {
-            "GET" => self.agent.get(&url).call(),
-            "DELETE" => self.agent.delete(&url).call(),
-            _ => self
-                .agent
-                .post(&url)
-                .header("Content-Type", "application/json")
-                .send(body.unwrap_or(json!({})).to_string()),
-        };
-        let text = res
-            .expect("WebDriver answers")
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .expect("body");
-        let v: Value = serde_json::from_str(&text).expect("WebDriver JSON");
-        if let Some(err) = v["value"].get("error") {
-            panic!("WebDriver {method} {path}: {err} {}", v["value"]["message"]);
-        }
-        v.get("value").cloned().map_or(v.clone(), |inner| {
-            if path == "/session" {
-                v["value"].clone()
-            } else {
-                inner
-            }
-        })
-    }
-
-    fn s(&self, path: &str) -> String {
-        format!("/session/{}{path}", self.session)
-    }
-
-    fn goto(&self, url: &str) {
-        self.call("POST", &self.s("/url"), Some(json!({"url": url})));
-    }
-
-    fn element(&self, css: &str) -> String {
-        let v = self.call(
-            "POST",
-            &self.s("/element"),
-            Some(json!({"using": "css selector", "value": css})),
-        );
-        v[ELEMENT].as_str().expect("element id").to_string()
-    }
-
-    fn click(&self, css: &str) {
-        let id = self.element(css);
-        self.call("POST", &self.s(&format!("/element/{id}/click")), None);
-    }
-
-    fn clear(&self, css: &str) {
-        let id = self.element(css);
-        self.call("POST", &self.s(&format!("/element/{id}/clear")), None);
-    }
-
-    fn type_text(&self, css: &str, text: &str) {
-        let id = self.element(css);
-        self.call(
-            "POST",
-            &self.s(&format!("/element/{id}/value")),
-            Some(json!({ "text": text })),
-        );
-    }
-
-    fn script(&self, js: &str) -> Value {
-        self.call(
-            "POST",
-            &self.s("/execute/sync"),
-            Some(json!({"script": js, "args": []})),
-        )
-    }
-
-    fn text(&self, css: &str) -> String {
-        let id = self.element(css);
-        self.call("GET", &self.s(&format!("/element/{id}/text")), None)
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    }
-
-    /// Waits until `js` returns a truthy value.
-    fn wait_for(&self, what: &str, js: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let v = self.script(js);
-            if !(v.is_null() || v == false || v == "" || v == 0) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited 20 s for {what}; status: {}",
-                self.text("#status")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn screenshot(&self, path: &str) {
-        use base64::Engine as _;
-        let v = self.call("GET", &self.s("/screenshot"), None);
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(v.as_str().expect("base64"))
-            .expect("png");
-        std::fs::write(path, png).expect("write screenshot");
-    }
-
-    /// The answer shown in the Raw tab.
-    fn answer(&self) -> Value {
-        let raw = self.script("return document.getElementById('raw').textContent");
-        serde_json::from_str(raw.as_str().unwrap_or("")).expect("the raw answer is JSON")
+/// Waits until `js` returns a truthy value, showing the console's status line when it does not.
+fn wait_for(b: &Browser, what: &str, js: &str) {
+    if b.wait_until(js, Duration::from_secs(20)).is_err() {
+        panic!("waited 20 s for {what}; status: {}", b.text("#status"));
     }
 }
 
-impl Drop for Browser {
-    fn drop(&mut self) {
-        if !self.session.is_empty() {
-            let _ = self
-                .agent
-                .delete(format!("{}/session/{}", self.base, self.session))
-                .call();
-        }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
+/// The answer shown in the Raw tab.
+fn shown_answer(b: &Browser) -> Value {
+    let raw = b.script("return document.getElementById('raw').textContent");
+    serde_json::from_str(raw.as_str().unwrap_or("")).expect("the raw answer is JSON")
 }
 
 #[test]
 fn console_runs_public_and_private_requests_in_chromium() {
     let server = Server::fresh_sqlite("");
-    let Some(b) = Browser::start() else {
+    let Some(b) = Browser::start(1400, 860) else {
         skip("console: chromium and chromedriver not found (scripts/test.sh installs them)");
         return;
     };
     b.goto(&server.base);
     // The schema for completion comes from /openapi.json.
-    b.wait_for("the schema", "return +document.body.dataset.schema > 0");
+    wait_for(&b, "the schema", "return +document.body.dataset.schema > 0");
 
     // Completion: `{"Us` offers User; Tab takes it.
     b.clear("#editor");
     b.type_text("#editor", "{\"Us");
-    b.wait_for(
-        "the completion list",
+    wait_for(&b, "the completion list",
         "return document.getElementById('complete').style.display === 'block' && document.getElementById('complete').textContent.includes('User')",
     );
     b.type_text("#editor", "\u{E004}"); // Tab
@@ -241,7 +47,8 @@ fn console_runs_public_and_private_requests_in_chromium() {
     assert_eq!(value, "{\"User", "Tab completes the table name");
     // Columns of the enclosing table and operators are offered too.
     b.type_text("#editor", "\":{\"na");
-    b.wait_for(
+    wait_for(
+        &b,
         "column completion",
         "return document.getElementById('complete').textContent.includes('name')",
     );
@@ -253,11 +60,12 @@ fn console_runs_public_and_private_requests_in_chromium() {
         r#"{"User[]":{"count":3,"User":{"id&{}":">=82001,<=82003","@column":"id,name"}}}"#,
     );
     b.click("#run");
-    b.wait_for(
+    wait_for(
+        &b,
         "the answer",
         "return document.getElementById('status').textContent.includes('code')",
     );
-    let answer = b.answer();
+    let answer = shown_answer(&b);
     assert_eq!(answer["code"], 200, "{answer}");
     let rows = answer["User[]"].as_array().cloned().unwrap_or_default();
     assert_eq!(rows.len(), 3, "{answer}");
@@ -271,11 +79,12 @@ fn console_runs_public_and_private_requests_in_chromium() {
     b.clear("#editor");
     b.type_text("#editor", r#"{"tag":"Privacy","Privacy":{"id":82001}}"#);
     b.click("#run");
-    b.wait_for(
+    wait_for(
+        &b,
         "the refusal",
         "return document.getElementById('status').textContent.includes('code')",
     );
-    assert_ne!(b.answer()["code"], 200);
+    assert_ne!(shown_answer(&b)["code"], 200);
 
     // ...and after logging in through the login box, it answers.
     b.clear("#phone");
@@ -283,16 +92,18 @@ fn console_runs_public_and_private_requests_in_chromium() {
     b.clear("#password");
     b.type_text("#password", "123456");
     b.click("#login");
-    b.wait_for(
+    wait_for(
+        &b,
         "the login",
         "return document.getElementById('who').textContent.includes('Ada')",
     );
     b.click("#run");
-    b.wait_for(
+    wait_for(
+        &b,
         "the private answer",
         "return document.getElementById('raw').textContent.includes('\"Privacy\"')",
     );
-    let answer = b.answer();
+    let answer = shown_answer(&b);
     assert_eq!(answer["code"], 200, "{answer}");
     assert_eq!(answer["Privacy"]["id"], 82001, "{answer}");
 
@@ -312,12 +123,13 @@ fn console_runs_public_and_private_requests_in_chromium() {
     // Debug mode: the SQL tab shows the statements (@explain).
     let debug = Server::fresh_sqlite("debug = true\n");
     b.goto(&debug.base);
-    b.wait_for("the schema", "return +document.body.dataset.schema > 0");
+    wait_for(&b, "the schema", "return +document.body.dataset.schema > 0");
     b.clear("#editor");
     b.type_text("#editor", r#"{"User":{"id":82001}}"#);
     b.click("#explain");
     b.click("#run");
-    b.wait_for(
+    wait_for(
+        &b,
         "the answer",
         "return document.getElementById('status').textContent.includes('code')",
     );
@@ -329,7 +141,7 @@ fn console_runs_public_and_private_requests_in_chromium() {
 
     if let Ok(path) = std::env::var("APIJET_CONSOLE_SCREENSHOT") {
         b.goto(&server.base);
-        b.wait_for("the schema", "return +document.body.dataset.schema > 0");
+        wait_for(&b, "the schema", "return +document.body.dataset.schema > 0");
         b.script("document.getElementById('method').value = 'get'");
         b.clear("#editor");
         b.type_text(
@@ -338,10 +150,11 @@ fn console_runs_public_and_private_requests_in_chromium() {
         );
         b.click("#format");
         b.click("#run");
-        b.wait_for(
+        wait_for(
+            &b,
             "the answer",
             "return document.getElementById('raw').textContent.includes('Moment')",
         );
-        b.screenshot(&path);
+        b.screenshot(std::path::Path::new(&path));
     }
 }

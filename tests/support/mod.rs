@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+pub mod browser;
 mod client;
+pub mod static_files;
 pub use client::Client;
 
 /// How long [`Server::start`] waits for the server to accept connections.

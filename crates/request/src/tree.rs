@@ -223,9 +223,19 @@ fn container(map: Map<String, Value>, path: &str) -> Result<Container, RequestEr
     let mut members = Vec::with_capacity(map.len());
     for (key, value) in map.into_iter().filter(present) {
         let node = member_node(&key, value, path)?;
+        if asks_nothing(&node) {
+            continue;
+        }
         members.push(Member { key, node });
     }
     Ok(Container { members })
+}
+
+/// An array with nothing to list (`"[]": {"count": 5, "page": 3}`, as APIAuto's random
+/// configs write them) is skipped as the reference skips it: no key in the answer, and no
+/// first-child rule.
+fn asks_nothing(node: &Node) -> bool {
+    matches!(node, Node::Array(a) if a.items.members.is_empty())
 }
 
 fn child_path(path: &str, key: &str) -> String {
@@ -344,10 +354,11 @@ fn table(key: TableKey, map: Map<String, Value>, path: &str) -> Result<TableObje
                 call: value_text(&v),
             }
         } else if (ArrayKey::parse(&k).is_some() || is_table_key(&k)) && v.is_object() {
-            TableEntry::Child(Box::new(Member {
-                node: member_node(&k, v, path)?,
-                key: k,
-            }))
+            let node = member_node(&k, v, path)?;
+            if asks_nothing(&node) {
+                continue;
+            }
+            TableEntry::Child(Box::new(Member { node, key: k }))
         } else {
             let ck = ConditionKey::parse(&k)?;
             if ck.reference {
@@ -409,7 +420,7 @@ mod tests {
     fn null_members_ask_for_nothing_at_every_level() {
         let r = req(r#"{"tag":null,"@role":null,"x":null,
                 "[]":{"count":null,"join":null,"Chain":null,"Document":{"id@":null,"name$":null,"id":1},
-                      "[]":{"page":null,"Column":null}},
+                      "[]":{"page":null,"Column":null,"Table":{"x":null}}},
                 "n@":{"from":null,"range":null,"Moment":{"userId":null,"@column":"id"}}}"#);
         assert!(r.tag.is_none() && r.globals.is_empty());
         let keys: Vec<&str> = r.root.members.iter().map(|m| m.key.as_str()).collect();
@@ -427,7 +438,9 @@ mod tests {
         let Node::Array(inner) = &a.items.members[1].node else {
             panic!("array expected")
         };
-        assert!(inner.page.is_none() && inner.items.members.is_empty());
+        let keys: Vec<&str> = inner.items.members.iter().map(|m| m.key.as_str()).collect();
+        assert!(inner.page.is_none());
+        assert_eq!(keys, ["Table"]);
         let Node::Subquery(sq) = &r.root.members[1].node else {
             panic!("subquery expected")
         };
@@ -436,6 +449,20 @@ mod tests {
             panic!("table expected")
         };
         assert_eq!(t.entries.len(), 1);
+    }
+
+    #[test]
+    fn arrays_with_nothing_to_list_are_skipped() {
+        let r = req(
+            r#"{"[]":{"count":5,"page":3},"User":{"id":1,"[]":{"count":2}},
+                "Moment[]":{"count":1,"Moment":{}}}"#,
+        );
+        let keys: Vec<&str> = r.root.members.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["User", "Moment[]"]);
+        let Node::Table(t) = &r.root.members[0].node else {
+            panic!("table expected")
+        };
+        assert_eq!(t.entries.len(), 1, "{:?}", t.entries);
     }
 
     #[test]

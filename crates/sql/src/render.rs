@@ -165,10 +165,14 @@ impl Writer<'_> {
             || (s.having.is_some() && having_as_filter.is_none());
         // MySQL answers a column that is neither grouped nor aggregated with the value of the
         // group's first row; PostgreSQL refuses such a query, so it is asked for that value.
+        // A raw fragment is written as the operator configured it (it may aggregate).
         let first_of_group = |e: &Expr| {
             aggregate_query
                 && self.d.groups_strictly()
-                && !matches!(e, Expr::Value(_) | Expr::Alias(_) | Expr::Star)
+                && !matches!(
+                    e,
+                    Expr::Value(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
+                )
                 && !contains_aggregate(e)
                 && !contains_window(e)
                 && !s.group.contains(e)
