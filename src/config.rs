@@ -456,4 +456,29 @@ mod tests {
         assert_eq!(c.instance_id, Some(7));
         assert_eq!(c.read_replicas, ["postgres://u@a:1,b:2/db"]);
     }
+
+    /// `raw_sql` as a list (each fragment as it is) or as the reference's RAW_MAP (text →
+    /// SQL, "" for the text itself); docs/raw-sql-demo.toml is such a configuration.
+    #[test]
+    fn raw_sql_takes_a_list_or_the_reference_map() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/raw-sql-demo.toml");
+        let c = Config::load(Some(&demo), Partial::default()).expect("the demo's raw SQL loads");
+        let sql = |text: &str| {
+            c.raw_sql
+                .iter()
+                .find(|(t, _)| t == text)
+                .map(|(_, s)| s.as_str())
+        };
+        assert_eq!(sql("to.momentId"), Some("`to`.`momentId`"));
+        assert_eq!(sql("`to`.`id`"), Some("`to`.`id`"));
+        assert_eq!(
+            sql("sumUserIdIsEven"),
+            Some("sum(if(`userId`%2=0,1,0)) AS sumUserIdIsEven")
+        );
+        assert_eq!(c.raw_sql.len(), 7);
+        let list: Partial = toml::from_str("raw_sql = [\"now()\"]").expect("a list");
+        let mut c = Config::default();
+        c.apply(list);
+        assert_eq!(c.raw_sql, [("now()".to_string(), "now()".to_string())]);
+    }
 }

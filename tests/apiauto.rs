@@ -330,7 +330,8 @@ fn run(engine: Engine) {
         b.script(
             "App.showAlert(false); App.onChange(false); \
              Array.from(document.querySelectorAll('h3')).filter(function (h) { \
-               return /^\\d+\\. User - /.test(h.innerText) })[0].scrollIntoView()",
+               return /^\\d+\\. User - /.test(h.innerText) })[0].scrollIntoView(); \
+             window.scrollTo(0, 0)",
         );
         std::thread::sleep(Duration::from_millis(500));
         shot(&b, "docs");

@@ -87,6 +87,19 @@ async fn catalog_columns(backend: &Backend, view: CatalogView) -> Result<Vec<Col
     Ok(out)
 }
 
+/// Whose catalogue an `Access` alias of the reference names, when apijet's engine has none
+/// like it (the reference's SQL Server, Oracle and PostgreSQL views).
+fn other_engines_catalogue(alias: &str) -> Option<&'static str> {
+    Some(match alias {
+        "SysTable" | "SysColumn" | "ExtendedProperty" => "a view of SQL Server's sys catalogue",
+        "AllTable" | "AllColumn" | "AllTableComment" | "AllColumnComment" => {
+            "a view of Oracle's ALL_ catalogue"
+        }
+        "PgClass" | "PgAttribute" => "a view of PostgreSQL's pg_catalog",
+        _ => return None,
+    })
+}
+
 async fn rows(
     backend: &Backend,
     sql: &str,
@@ -217,9 +230,15 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
             (Some(columns), _) => columns.clone(),
             (None, Some(view)) => catalog_columns(backend, view).await?,
             (None, None) => {
-                cache.warnings.push(format!(
-                    "Access row {id}: table {name} does not exist, skipped"
-                ));
+                cache
+                    .warnings
+                    .push(match other_engines_catalogue(api_name) {
+                        Some(whose) => format!(
+                            "Access row {id}: {api_name} is {whose}, which this engine does not \
+                         have, skipped"
+                        ),
+                        None => format!("Access row {id}: table {name} does not exist, skipped"),
+                    });
                 continue;
             }
         };
