@@ -425,3 +425,84 @@ fn apiauto_writes_and_joined_subqueries_on_the_apijson_demo() {
         );
     }
 }
+
+/// Adds `"Zz": null` first and `"zz": null`, `"@zz": null` last to every object the request
+/// grammar parses (the root, tables, arrays and their items, subqueries), leaving keyword
+/// values (`@having` objects, `join` objects) alone.
+fn with_null_keys(v: &Value) -> Value {
+    let Value::Object(map) = v else {
+        return v.clone();
+    };
+    let mut out = serde_json::Map::new();
+    out.insert("Zz".into(), Value::Null);
+    for (k, child) in map {
+        let parsed = k.ends_with("[]")
+            || k.ends_with('@')
+            || k.starts_with(|c: char| c.is_ascii_uppercase());
+        let child = if parsed && k != "@from@" && !k.starts_with('@') {
+            with_null_keys(child)
+        } else {
+            child.clone()
+        };
+        out.insert(k.clone(), child);
+    }
+    out.insert("zz".into(), Value::Null);
+    out.insert("@zz".into(), Value::Null);
+    Value::Object(out)
+}
+
+/// Keys whose value is JSON null ask for nothing: every public read the Java reference was
+/// recorded answering (`../shared/apijson/cases-public.json`) answers the same with null keys
+/// added to each of its objects, first and last.
+#[test]
+fn null_keys_change_no_answer_of_the_recorded_reads() {
+    let Some(mysql_args) = Engine::Mysql.client_args() else {
+        support::skip("apiauto_requests: APIJET_TEST_MYSQL_URL unset");
+        return;
+    };
+    let Some(admin) = Engine::Mysql.url() else {
+        return;
+    };
+    let cases_path = support::shared_dir()
+        .join("apijson")
+        .join("cases-public.json");
+    let Ok(text) = std::fs::read_to_string(&cases_path) else {
+        support::skip(&format!("{} not found", cases_path.display()));
+        return;
+    };
+    let cases: Value = serde_json::from_str(&text).expect("cases JSON");
+    let database = "apijet_aa_nulls";
+    load_demo_db(database, &mysql_args, None)
+        .unwrap_or_else(|e| panic!("loading the demo database: {e}"));
+    let s = Server::start(&with_database(&admin, database), "debug = true\n");
+    let without_time = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("time");
+        }
+        v
+    };
+    let mut checked = 0;
+    for case in cases["reference_observed"].as_array().into_iter().flatten() {
+        let method = case["method"].as_str().unwrap_or_default();
+        if !matches!(method, "/get" | "/head") || !case["login"].is_null() {
+            continue;
+        }
+        let Some(body) = case["request"]
+            .as_object()
+            .map(|o| Value::Object(o.clone()))
+        else {
+            continue;
+        };
+        let plain = without_time(s.post_json(method, &body));
+        let nulled = without_time(s.post_json(method, &with_null_keys(&body)));
+        // @explain answers carry the statement, which does not change; timings do.
+        let text = |v: &Value| v.to_string();
+        if text(&plain).contains("@explain") {
+            assert_eq!(code(&plain), code(&nulled), "{}: {body}", case["id"]);
+        } else {
+            assert_eq!(plain, nulled, "{}: {body}", case["id"]);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 80, "only {checked} recorded reads");
+}
