@@ -172,7 +172,7 @@ impl AppState {
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,
-                raw_sql: Arc::new(cfg.raw_sql.clone()),
+                raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
                 procedures: Arc::new(cfg.procedures.clone()),
                 served,
                 sort_unordered_groups,
@@ -311,6 +311,7 @@ impl AppState {
         }
         crate::observe::note_tables(&self.metrics, &map, facts);
         let visitor = call.visitor.as_ref();
+        check_login_schema(visitor, &map, &self.options)?;
         if !method.is_public() && visitor.is_none() {
             // Every private method needs a login before anything else (§13.2).
             return Err(PlanError::NotLoggedIn.into());
@@ -621,6 +622,28 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)
+}
+
+/// A login whose `defaults` named a schema this server does not serve: the reference reads
+/// that schema for every request of the login without a `@schema` of its own, so such a
+/// request is refused, naming it, rather than answered from another schema.
+fn check_login_schema(
+    visitor: Option<&Visitor>,
+    map: &Map<String, Json>,
+    options: &PlanOptions,
+) -> Result<(), PlanError> {
+    let Some(schema) = visitor.and_then(|v| v.foreign_schema.as_deref()) else {
+        return Ok(());
+    };
+    if map.contains_key("@schema") {
+        return Ok(());
+    }
+    Err(PlanError::Invalid(format!(
+        "this login's defaults name @schema:\"{schema}\", which this server does not serve (it \
+         serves {}): log in again with defaults.@schema naming it, or without it, or give the \
+         request its own @schema",
+        options.served.schemas.join(" / ")
+    )))
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

@@ -68,8 +68,9 @@ pub struct Config {
     pub login_lockout_secs: u64,
     /// Most phones and addresses the failed-login counts remember at once.
     pub login_limit_entries: usize,
-    /// Raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP).
-    pub raw_sql: Vec<String>,
+    /// Raw SQL fragments keys marked by `@raw` may use (the reference's RAW_MAP): what a
+    /// client writes, and the SQL written for it.
+    pub raw_sql: Vec<(String, String)>,
     /// Stored procedures and functions `"@name()": "proc(args)"` may call.
     pub procedures: Vec<String>,
     /// This instance's number (0–2047), different on every instance sharing a database: the
@@ -190,7 +191,7 @@ pub struct Partial {
     login_failures_per_address: Option<u32>,
     login_lockout_secs: Option<u64>,
     login_limit_entries: Option<usize>,
-    raw_sql: Option<Vec<String>>,
+    raw_sql: Option<RawSqlSetting>,
     procedures: Option<Vec<String>>,
     instance_id: Option<u16>,
     read_replicas: Option<Vec<String>>,
@@ -268,8 +269,40 @@ impl Default for Config {
     }
 }
 
+/// `raw_sql`: a list of fragments written as they are, or a table of what a client writes →
+/// the SQL written for it (an empty SQL text means the client's text itself, as in the
+/// reference's RAW_MAP).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawSqlSetting {
+    List(Vec<String>),
+    Map(std::collections::BTreeMap<String, String>),
+}
+
+impl RawSqlSetting {
+    fn entries(self) -> Vec<(String, String)> {
+        match self {
+            RawSqlSetting::List(l) => l.into_iter().map(|f| (f.clone(), f)).collect(),
+            RawSqlSetting::Map(m) => m
+                .into_iter()
+                .map(|(text, sql)| {
+                    let sql = if sql.trim().is_empty() {
+                        text.clone()
+                    } else {
+                        sql
+                    };
+                    (text, sql)
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Config {
     fn apply(&mut self, p: Partial) {
+        if let Some(raw) = p.raw_sql {
+            self.raw_sql = raw.entries();
+        }
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = p.$f { self.$f = v; } )* };
         }
@@ -303,7 +336,6 @@ impl Config {
             login_failures_per_address,
             login_lockout_secs,
             login_limit_entries,
-            raw_sql,
             procedures,
             read_replicas,
             verify_code_ttl_secs,
@@ -537,5 +569,30 @@ mod tests {
         let c = Config::load(Some(&file), Partial::default()).expect("loads");
         assert_eq!(c.instance_id, Some(7));
         assert_eq!(c.read_replicas, ["postgres://u@a:1,b:2/db"]);
+    }
+
+    /// `raw_sql` as a list (each fragment as it is) or as the reference's RAW_MAP (text →
+    /// SQL, "" for the text itself); docs/raw-sql-demo.toml is such a configuration.
+    #[test]
+    fn raw_sql_takes_a_list_or_the_reference_map() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/raw-sql-demo.toml");
+        let c = Config::load(Some(&demo), Partial::default()).expect("the demo's raw SQL loads");
+        let sql = |text: &str| {
+            c.raw_sql
+                .iter()
+                .find(|(t, _)| t == text)
+                .map(|(_, s)| s.as_str())
+        };
+        assert_eq!(sql("to.momentId"), Some("`to`.`momentId`"));
+        assert_eq!(sql("`to`.`id`"), Some("`to`.`id`"));
+        assert_eq!(
+            sql("sumUserIdIsEven"),
+            Some("sum(if(`userId`%2=0,1,0)) AS sumUserIdIsEven")
+        );
+        assert_eq!(c.raw_sql.len(), 7);
+        let list: Partial = toml::from_str("raw_sql = [\"now()\"]").expect("a list");
+        let mut c = Config::default();
+        c.apply(list);
+        assert_eq!(c.raw_sql, [("now()".to_string(), "now()".to_string())]);
     }
 }

@@ -27,16 +27,23 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// The visitor of a request: a valid token in `Authorization: Bearer` or the cookie.
-    /// Invalid, foreign and expired tokens mean "not logged in", never an error of their own.
+    /// The visitor of a request: a valid token in `Authorization: Bearer`, a token of ours
+    /// alone in `Authorization` (as APIAuto sends it), or the cookie. Invalid, foreign and
+    /// expired tokens mean "not logged in", never an error of their own.
     pub fn visitor(&self, headers: &HeaderMap) -> Option<Visitor> {
         let now = SystemTime::now();
-        let bearer = headers
+        let authorization = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if let Some(t) = bearer {
+            .map(str::trim);
+        if let Some(t) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
             return self.key.verify(t.trim(), now).ok();
+        }
+        // A value without a scheme counts only when it is a valid token of ours: any other
+        // (a proxy's credential) leaves the cookie to decide, as before.
+        let bare = authorization.filter(|v| !v.contains(char::is_whitespace));
+        if let Some(visitor) = bare.and_then(|t| self.key.verify(t, now).ok()) {
+            return Some(visitor);
         }
         headers
             .get_all(axum::http::header::COOKIE)
@@ -147,10 +154,11 @@ impl AppState {
             }
         };
         let defaults = req.get("defaults").filter(|d| !d.is_null()).cloned();
-        if let Some(d) = &defaults {
-            crate::account::check_defaults(d, &self.options)
-                .map_err(|e| LoginError::Invalid(e.to_string()))?;
-        }
+        let foreign_schema = match &defaults {
+            Some(d) => crate::account::check_defaults(d, &self.options)
+                .map_err(|e| LoginError::Invalid(e.to_string()))?,
+            None => None,
+        };
         let remember = req.get("remember").and_then(Json::as_bool).unwrap_or(false);
         let limiter = &self.sessions.limiter;
         let mut counted = vec![Subject::Phone(phone.clone())];
@@ -175,10 +183,15 @@ impl AppState {
         } else {
             self.sessions.ttl
         };
-        let token = self
-            .sessions
-            .key
-            .issue(&Visitor { id, contacts }, ttl, SystemTime::now());
+        let token = self.sessions.key.issue(
+            &Visitor {
+                id,
+                contacts,
+                foreign_schema,
+            },
+            ttl,
+            SystemTime::now(),
+        );
         let mut out = Map::new();
         out.insert("User".into(), Json::Object(user));
         out.insert("token".into(), json!(token));

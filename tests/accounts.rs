@@ -204,12 +204,27 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
             &json!({"phone": phone, "password": "secret3", "defaults": {"@role": "OWNER"}}),
         );
         assert_eq!(code(&r), 406, "{engine}: {r}");
+        // A schema not served is accepted as the reference accepts it; the login's requests
+        // that would read it are refused by name, unless they name their own @schema.
+        let mut elsewhere = s.client();
         let r = post(
-            &mut s.client(),
+            &mut elsewhere,
             "/login",
             &json!({"phone": phone, "password": "secret3", "defaults": {"@schema": "elsewhere"}}),
         );
-        assert_eq!(code(&r), 406, "{engine}: a schema not served: {r}");
+        assert_eq!(code(&r), 200, "{engine}: a schema not served: {r}");
+        let r = post(&mut elsewhere, "/get", &json!({"User": {"id": 82001}}));
+        assert_eq!(code(&r), 406, "{engine}: {r}");
+        assert!(
+            r["msg"].as_str().is_some_and(|m| m.contains("elsewhere")),
+            "{engine}: {r}"
+        );
+        let r = post(
+            &mut elsewhere,
+            "/get",
+            &json!({"User": {"id": 82001}, "@schema": schema}),
+        );
+        assert_eq!(code(&r), 200, "{engine}: its own @schema: {r}");
     }
 }
 

@@ -263,6 +263,6 @@ fn console_schema_panel_shows_tables_columns_and_roles_in_chromium() {
             "the answer",
             "return document.getElementById('raw').textContent.includes('Moment')",
         );
-        b.screenshot(&path);
+        b.screenshot(std::path::Path::new(&path));
     }
 }

@@ -143,15 +143,27 @@ impl AppState {
     }
 }
 
-/// Checks a `/login` `defaults` object: only `@database` and `@schema` naming what this server
-/// serves (as every request's own `@database`/`@schema` must) are accepted; applying them to
-/// later requests would change nothing. Anything else would be echoed but not applied (the
-/// login is a stateless token), so it is refused.
-pub fn check_defaults(defaults: &Json, options: &PlanOptions) -> Result<(), AccountError> {
+/// Checks a `/login` `defaults` object: only `@database` and `@schema` are accepted, as a
+/// stateless login can keep nothing else. `@database` must name what this server serves
+/// (applying it later changes nothing). A `@schema` it does not serve is accepted as the
+/// reference accepts it, and returned: the login carries it, and its later requests without
+/// a `@schema` of their own are refused naming it (the reference would read that schema).
+pub fn check_defaults(
+    defaults: &Json,
+    options: &PlanOptions,
+) -> Result<Option<String>, AccountError> {
     let Some(map) = defaults.as_object() else {
         return Err(AccountError::Invalid("defaults must be an object".into()));
     };
+    let mut foreign = None;
     for (k, v) in map {
+        if let (Some(schema), "@schema") = (v.as_str().map(str::trim), k.as_str()) {
+            let served = &options.served.schemas;
+            if !served.iter().any(|s| s.eq_ignore_ascii_case(schema)) {
+                foreign = Some(schema.to_string());
+                continue;
+            }
+        }
         let served = match k.as_str() {
             "@database" => &options.served.databases,
             "@schema" => &options.served.schemas,
@@ -170,5 +182,5 @@ pub fn check_defaults(defaults: &Json, options: &PlanOptions) -> Result<(), Acco
             )));
         }
     }
-    Ok(())
+    Ok(foreign)
 }

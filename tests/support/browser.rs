@@ -1,6 +1,6 @@
 //! A headless Chromium driven through chromedriver (WebDriver over plain HTTP), for the tests
-//! that need a real browser: the console (tests/console.rs) and what browsers send across
-//! sites (tests/writes_only_by_post.rs).
+//! that need a real browser: the console (tests/console.rs), what browsers send across sites
+//! (tests/writes_only_by_post.rs) and APIAuto (tests/apiauto.rs).
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -36,7 +36,14 @@ fn find(names: &[&str]) -> Option<String> {
 }
 
 impl Browser {
+    /// A new headless session in a 1400 × 860 window; `None` when Chromium or chromedriver is
+    /// not installed.
     pub fn start() -> Option<Browser> {
+        Browser::start_sized(1400, 860)
+    }
+
+    /// A new headless session in a window of `width` × `height`.
+    pub fn start_sized(width: u32, height: u32) -> Option<Browser> {
         let chromium = find(&["chromium", "chromium-browser", "google-chrome"])?;
         let driver_bin = find(&["chromedriver", "/usr/lib/chromium/chromedriver"])?;
         let port = free_port();
@@ -49,7 +56,7 @@ impl Browser {
         let agent = ureq::Agent::new_with_config(
             ureq::Agent::config_builder()
                 .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(60)))
+                .timeout_global(Some(Duration::from_secs(120)))
                 .proxy(None)
                 .build(),
         );
@@ -69,7 +76,8 @@ impl Browser {
             "goog:chromeOptions": {
                 "binary": chromium,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1400,860", format!("--user-data-dir={}", profile.display())]
+                         format!("--window-size={width},{height}"),
+                         format!("--user-data-dir={}", profile.display())]
             }
         }}});
         let mut browser = Browser {
@@ -165,11 +173,17 @@ impl Browser {
         )
     }
 
+    /// Runs `js` in the page (its `return` is the answer).
     pub fn script(&self, js: &str) -> Value {
+        self.script_with(js, json!([]))
+    }
+
+    /// Runs `js` with `args` as `arguments`.
+    pub fn script_with(&self, js: &str, args: Value) -> Value {
         self.call(
             "POST",
             &self.s("/execute/sync"),
-            Some(json!({"script": js, "args": []})),
+            Some(json!({"script": js, "args": args})),
         )
     }
 
@@ -181,24 +195,35 @@ impl Browser {
             .to_string()
     }
 
-    /// Waits until `js` returns a truthy value.
+    /// Waits until `js` returns a truthy value, showing the console's status line when it does
+    /// not.
     pub fn wait_for(&self, what: &str, js: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let v = self.script(js);
-            if !(v.is_null() || v == false || v == "" || v == 0) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
+        if self.wait_until(js, Duration::from_secs(20)).is_err() {
+            panic!(
                 "waited 20 s for {what}; status: {}",
                 self.script("return (document.getElementById('status') || {}).textContent || ''")
             );
+        }
+    }
+
+    /// Waits up to `timeout` until `js` returns a truthy value, and returns it; `Err` with the
+    /// last value when it never does.
+    pub fn wait_until(&self, js: &str, timeout: Duration) -> Result<Value, Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let v = self.script(js);
+            if !(v.is_null() || v == false || v == "" || v == 0) {
+                return Ok(v);
+            }
+            if Instant::now() >= deadline {
+                return Err(v);
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    pub fn screenshot(&self, path: &str) {
+    /// Saves a PNG screenshot of the window.
+    pub fn screenshot(&self, path: &Path) {
         use base64::Engine as _;
         let v = self.call("GET", &self.s("/screenshot"), None);
         let png = base64::engine::general_purpose::STANDARD

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 pub mod browser;
 pub mod client;
+pub mod static_files;
 pub use client::Client;
 
 /// How long [`Server::start`] waits for the server to accept connections.

@@ -291,9 +291,19 @@ impl<'a, N: Names> Parser<'a, N> {
             Some(Tok::LParen) => {
                 self.descend()?;
                 let inner = self.expr()?;
+                // `(a,b)`: a row, as `@key` defines one to compare with a subquery's rows.
+                let mut row = Vec::new();
+                while self.peek() == Some(&Tok::Comma) {
+                    self.pos += 1;
+                    row.push(self.expr()?);
+                }
                 self.depth -= 1;
                 match self.next() {
-                    Some(Tok::RParen) => Ok(inner),
+                    Some(Tok::RParen) if row.is_empty() => Ok(inner),
+                    Some(Tok::RParen) => {
+                        row.insert(0, inner);
+                        Ok(Expr::Row(row))
+                    }
                     _ => Err(self.err("')' is missing")),
                 }
             }

@@ -18,7 +18,7 @@ pub mod keywords;
 mod preds;
 pub mod procedure;
 pub mod query;
-mod raw;
+pub mod raw;
 pub mod schema;
 mod select_list;
 mod table;
@@ -54,9 +54,9 @@ pub struct PlanOptions {
     pub max_rows: usize,
     /// Most bytes (approximately) one nested answer may hold.
     pub max_answer_bytes: usize,
-    /// The raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP),
-    /// set by the operator; empty refuses every `@raw`.
-    pub raw_sql: std::sync::Arc<Vec<String>>,
+    /// The raw SQL fragments the keys `@raw` marks may use (the reference's RAW_MAP), set by
+    /// the operator; empty refuses every raw condition value.
+    pub raw_sql: std::sync::Arc<raw::RawSql>,
     /// The stored procedures and functions `"@name()": "proc(args)"` may call; empty allows
     /// none.
     pub procedures: std::sync::Arc<Vec<String>>,

@@ -87,6 +87,13 @@ pub fn nested_list(req: &Request, env: &ReadEnv<'_>) -> Option<Nested> {
     let Node::Array(a) = &member.node else {
         return None;
     };
+    let plain_root =
+        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)
+            .is_ok_and(|customs| customs.is_empty());
+    if !plain_root {
+        // Custom root keys are echoed after the list, refusals answered: the buffered read.
+        return None;
+    }
     let opts = env.options;
     let paging = array::paging(a, &member.key, opts.max_count, opts.max_page).ok()?;
     if paging.mode != QueryMode::Rows || a.join.is_some() || opts.max_arrays == 0 {

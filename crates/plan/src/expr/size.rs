@@ -174,6 +174,9 @@ pub(crate) fn bound(e: &Expr, scale: Scale) -> Option<Size> {
             bound(func, scale)?
         }
         Expr::Func { name, args, .. } => call(name, args, scale)?,
+        Expr::Row(items) => items
+            .iter()
+            .try_fold(Size::ZERO, |sum, e| Some(sum.plus(bound(e, scale)?)))?,
     })
 }
 
