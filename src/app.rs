@@ -83,6 +83,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
+    /// What visitors who are not logged in may cost at once.
+    pub(crate) anonymous: Arc<crate::anonymous::AnonymousReads>,
     /// Live answers (`/subscribe`); writes tell it which tables they changed.
     pub live: Arc<crate::live::Live>,
 }
@@ -96,9 +98,13 @@ impl AppState {
         let role = DbRole::Primary {
             replicated: !cfg.read_replicas.is_empty(),
         };
-        let backend = Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut backend =
+            Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
+                .await
+                .map_err(|e| e.to_string())?;
+        // A value the answer could never hold, the engine need not make; what a request may
+        // store stays storable.
+        backend.set_max_value_bytes(cfg.max_answer_bytes.max(cfg.max_body_bytes) + 1024);
         let replicas = connect_replicas(cfg, &backend).await?;
         if seed {
             backend
@@ -166,20 +172,20 @@ impl AppState {
                     max_depth: cfg.max_expr_depth,
                     max_pattern_length: cfg.max_pattern_length,
                     max_list_items: cfg.max_list_items,
+                    max_pattern_bytes: cfg.max_pattern_bytes,
+                    max_value_bytes: cfg.max_answer_bytes,
+                    stored_value_bytes: cfg.max_body_bytes,
                     engine,
                 },
                 max_rows: cfg.max_rows,
                 max_answer_bytes: cfg.max_answer_bytes,
-                raw_sql: Arc::new(cfg.raw_sql.clone()),
+                raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
                 procedures: Arc::new(cfg.procedures.clone()),
                 served,
                 sort_unordered_groups,
                 ..PlanOptions::default()
             },
-            accounts: crate::account::Accounts::new(
-                Duration::from_secs(cfg.verify_code_ttl_secs),
-                cfg.verify_code_in_answer,
-            ),
+            accounts: crate::account::Accounts::new(cfg),
             sessions: Sessions {
                 key,
                 ttl: Duration::from_secs(cfg.token_ttl_secs),
@@ -193,6 +199,10 @@ impl AppState {
             admins: cfg.admins.clone(),
             ids,
             max_batch: cfg.max_batch,
+            anonymous: crate::anonymous::AnonymousReads::new(
+                cfg.anonymous_reads_per_address,
+                Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+            ),
         })
     }
 
@@ -264,7 +274,11 @@ impl AppState {
     pub async fn answer(self: &Arc<Self>, call: Call<'_>, facts: &mut Facts) -> Answer {
         let started = std::time::Instant::now();
         let (method, body) = (call.method, call.body);
-        let answer = match self.run(call, facts).await {
+        let mut watch = apijet_exec::cancel::current();
+        if call.visitor.is_none() {
+            watch = watch.with_timeout(self.anonymous.timeout, "anonymous_statement_timeout_ms");
+        }
+        let answer = match apijet_exec::cancel::watched(watch, self.run(call, facts)).await {
             Ok(a) => a,
             Err(e) => Answer::Json(self.failure(&e)),
         };
@@ -284,7 +298,9 @@ impl AppState {
 
     /// The error envelope (server faults are logged once, here).
     pub fn failure(&self, e: &ApiError) -> Json {
-        if e.code() == 500 {
+        if e.client_left() {
+            tracing::debug!("the client left before its answer was complete");
+        } else if e.code() == 500 {
             tracing::error!(error = %e, "request failed");
         } else if e.is_database_refusal() {
             tracing::warn!(code = e.code(), error = %e, "the database refused a request");
@@ -307,6 +323,7 @@ impl AppState {
         }
         crate::observe::note_tables(&self.metrics, &map, facts);
         let visitor = call.visitor.as_ref();
+        check_login_schema(visitor, &map, &self.options)?;
         if !method.is_public() && visitor.is_none() {
             // Every private method needs a login before anything else (§13.2).
             return Err(PlanError::NotLoggedIn.into());
@@ -335,6 +352,14 @@ impl AppState {
             }
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
+        // Held until the answer is complete, by the task of a streamed one.
+        let permit = match (visitor, crate::server::peer()) {
+            (None, Some(addr)) => self
+                .anonymous
+                .admit(addr)
+                .map_err(ApiError::TooManyRequests)?,
+            _ => None,
+        };
         let reader = self.reader(method);
         if let Some(answer) = self
             .point(&map, reader, method, visitor, &snapshot, facts)
@@ -353,12 +378,15 @@ impl AppState {
             let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
             let state = Arc::clone(self);
             let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
-            tokio::spawn(async move {
+            let max_bytes = self.options.max_answer_bytes;
+            spawn_producer(tx.clone(), async move {
+                let _permit = permit;
                 let mut sink = StreamSink::new(
                     tx.clone(),
                     &list.list_key,
                     list.wrap_key.as_deref(),
                     list.json_outputs,
+                    max_bytes,
                 );
                 let mut result = match &replica {
                     Some(r) => r.fetch(&stmt, &mut sink).await,
@@ -390,7 +418,7 @@ impl AppState {
                 snapshot,
                 reader,
             };
-            return Ok(self.stream_nested(read, list));
+            return Ok(self.stream_nested(read, list, permit));
         }
         let outcome = match read(&req, &env).await {
             Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
@@ -409,10 +437,16 @@ impl AppState {
 
     /// Answers a nested list item by item (`apijet_exec::read::read_nested`): what is refused
     /// before its first byte is an error envelope, a failure after it aborts the body.
-    fn stream_nested(self: &Arc<Self>, read: NestedRead, list: Nested) -> Answer {
+    fn stream_nested(
+        self: &Arc<Self>,
+        read: NestedRead,
+        list: Nested,
+        permit: Option<crate::anonymous::ReadPermit>,
+    ) -> Answer {
         let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
         let state = Arc::clone(self);
-        tokio::spawn(async move {
+        spawn_producer(tx.clone(), async move {
+            let _permit = permit;
             let NestedRead {
                 req,
                 method,
@@ -485,15 +519,16 @@ impl AppState {
     /// without a login and without the `Access` role lists, as the reference's demo does; the
     /// structure is what keeps it in bounds.
     /// The verification code (`verify`, type 1 of `/post/verify`) is checked first and spent
-    /// when the account is made.
-    pub async fn register(&self, body: &[u8]) -> Json {
-        let map = match parse_body(body) {
+    /// when the account is made; the phone is stored in its canonical spelling and the
+    /// passwords as `password_storage` says (crate::account).
+    pub async fn register(&self, body: &[u8], address: Option<std::net::IpAddr>) -> Json {
+        let mut map = match parse_body(body) {
             Ok(m) => m,
             Err(e) => return self.failure(&e.into()),
         };
-        let phone = match self.check_register_code(&map).await {
+        let phone = match self.check_registration(&mut map, address).await {
             Ok(phone) => phone,
-            Err(e) => return crate::account::account_failure(&e),
+            Err(e) => return self.account_failure(&e),
         };
         match self.register_inner(map).await {
             Ok(v) => {
@@ -512,7 +547,8 @@ impl AppState {
         // No login and no Access lists here: the structure is all that bounds a sign-up, so it
         // is read as a whitelist (a sign-up that could set `User.contactIdList` would forge the
         // CONTACT and CIRCLE reach of every later login).
-        let verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
+        let mut verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
+        self.seal_passwords(&mut verified.request).await?;
         let req = Request::from_map(verified.request)?;
         let env = self.write_env(Method::Post, None, &snapshot, true);
         let results = write(&req, &verified.checks, &env).await?;
@@ -542,6 +578,26 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// Who is calling.
     pub visitor: Option<Visitor>,
+}
+
+/// Runs the producer of a streamed answer in a task of its own, under the request's watch.
+/// When the body is dropped (the client left), the producer is dropped with its statement
+/// future, which cancels the statement; a SQLite statement, which runs on the thread, sees the
+/// closed channel in its progress handler.
+fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let probe = tx.clone();
+    let watch = apijet_exec::cancel::current().with_client(Arc::new(move || probe.is_closed()));
+    tokio::spawn(apijet_exec::cancel::watched(watch, async move {
+        tokio::select! {
+            () = produce => {}
+            () = tx.closed() => {
+                tracing::debug!("the client of a streamed answer left; its statement is stopped");
+            }
+        }
+    }));
 }
 
 /// The database could not be reached, or the connection broke: another server may answer.
@@ -580,6 +636,28 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)
+}
+
+/// A login whose `defaults` named a schema this server does not serve: the reference reads
+/// that schema for every request of the login without a `@schema` of its own, so such a
+/// request is refused, naming it, rather than answered from another schema.
+pub(crate) fn check_login_schema(
+    visitor: Option<&Visitor>,
+    map: &Map<String, Json>,
+    options: &PlanOptions,
+) -> Result<(), PlanError> {
+    let Some(schema) = visitor.and_then(|v| v.foreign_schema.as_deref()) else {
+        return Ok(());
+    };
+    if map.contains_key("@schema") {
+        return Ok(());
+    }
+    Err(PlanError::Invalid(format!(
+        "this login's defaults name @schema:\"{schema}\", which this server does not serve (it \
+         serves {}): log in again with defaults.@schema naming it, or without it, or give the \
+         request its own @schema",
+        options.served.schemas.join(" / ")
+    )))
 }
 
 /// The tag shortcut `/{method}/{tag}` (§1.3): the body is the content of the tag.

@@ -37,6 +37,13 @@ pub struct Config {
     pub max_answer_bytes: usize,
     /// Statement timeout in milliseconds (0 = none).
     pub statement_timeout_ms: u64,
+    /// The statement timeout of visitors who are not logged in, in milliseconds (0 = only
+    /// `statement_timeout_ms`).
+    pub anonymous_statement_timeout_ms: u64,
+    /// Reads one client address may have under way at once without a login (0 = no limit).
+    pub anonymous_reads_per_address: usize,
+    /// Most bytes of all LIKE and regex patterns of one request together.
+    pub max_pattern_bytes: usize,
     /// Database connections per instance.
     pub pool_size: usize,
     /// The key that signs login tokens; instances sharing it accept each other's tokens.
@@ -61,8 +68,9 @@ pub struct Config {
     pub login_lockout_secs: u64,
     /// Most phones and addresses the failed-login counts remember at once.
     pub login_limit_entries: usize,
-    /// Raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP).
-    pub raw_sql: Vec<String>,
+    /// Raw SQL fragments keys marked by `@raw` may use (the reference's RAW_MAP): what a
+    /// client writes, and the SQL written for it.
+    pub raw_sql: Vec<(String, String)>,
     /// Stored procedures and functions `"@name()": "proc(args)"` may call.
     pub procedures: Vec<String>,
     /// This instance's number (0–2047), different on every instance sharing a database: the
@@ -107,6 +115,61 @@ pub struct Config {
     pub live_max_per_visitor: usize,
     /// Most reads of live refetches running at once.
     pub live_concurrency: usize,
+    /// How new passwords are stored: argon2id hashes, or the reference's plain text for a
+    /// `Privacy` table the Java server shares. Checks accept both forms either way.
+    pub password_storage: PasswordStorage,
+    /// Who may read `/openapi.json`.
+    pub openapi: OpenApiExposure,
+    /// A separate listen address that serves only `/metrics` (empty: none).
+    pub metrics_listen: String,
+    /// A token `/metrics` requires as `Authorization: Bearer` (empty: none). Without either
+    /// setting `/metrics` is not served.
+    pub metrics_token: String,
+}
+
+/// How new passwords are stored (`password_storage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PasswordStorage {
+    /// argon2id PHC strings (`apijet_auth::password`).
+    Argon2id,
+    /// Plain text, as the Java reference stores and compares them in SQL.
+    Plain,
+}
+
+impl std::str::FromStr for PasswordStorage {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "argon2id" => Ok(PasswordStorage::Argon2id),
+            "plain" => Ok(PasswordStorage::Plain),
+            _ => Err(()),
+        }
+    }
+}
+
+/// Who may read `/openapi.json` (`openapi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenApiExposure {
+    /// Everyone, without system tables, `_` columns and Request structures (outside debug).
+    Public,
+    /// Only a server in debug mode, with everything.
+    Debug,
+    /// Nobody.
+    Off,
+}
+
+impl std::str::FromStr for OpenApiExposure {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "public" => Ok(OpenApiExposure::Public),
+            "debug" => Ok(OpenApiExposure::Debug),
+            "off" => Ok(OpenApiExposure::Off),
+            _ => Err(()),
+        }
+    }
 }
 
 /// The settings a file or the environment may give; every one optional.
@@ -128,6 +191,9 @@ pub struct Partial {
     max_rows: Option<usize>,
     max_answer_bytes: Option<usize>,
     statement_timeout_ms: Option<u64>,
+    anonymous_statement_timeout_ms: Option<u64>,
+    anonymous_reads_per_address: Option<usize>,
+    max_pattern_bytes: Option<usize>,
     pool_size: Option<usize>,
     token_secret: Option<String>,
     token_ttl_secs: Option<u64>,
@@ -140,7 +206,7 @@ pub struct Partial {
     login_failures_per_address: Option<u32>,
     login_lockout_secs: Option<u64>,
     login_limit_entries: Option<usize>,
-    raw_sql: Option<Vec<String>>,
+    raw_sql: Option<RawSqlSetting>,
     procedures: Option<Vec<String>>,
     instance_id: Option<u16>,
     read_replicas: Option<Vec<String>>,
@@ -161,6 +227,10 @@ pub struct Partial {
     live_max_subscriptions: Option<usize>,
     live_max_per_visitor: Option<usize>,
     live_concurrency: Option<usize>,
+    password_storage: Option<PasswordStorage>,
+    openapi: Option<OpenApiExposure>,
+    metrics_listen: Option<String>,
+    metrics_token: Option<String>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -184,6 +254,9 @@ impl Default for Config {
             max_rows: 10_000,
             max_answer_bytes: 16 << 20,
             statement_timeout_ms: 30_000,
+            anonymous_statement_timeout_ms: 5_000,
+            anonymous_reads_per_address: 4,
+            max_pattern_bytes: 1024,
             pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
             token_secret: None,
             token_ttl_secs: 86_400,
@@ -217,12 +290,48 @@ impl Default for Config {
             live_max_subscriptions: 10_000,
             live_max_per_visitor: 100,
             live_concurrency: 4,
+            password_storage: PasswordStorage::Argon2id,
+            openapi: OpenApiExposure::Public,
+            metrics_listen: String::new(),
+            metrics_token: String::new(),
+        }
+    }
+}
+
+/// `raw_sql`: a list of fragments written as they are, or a table of what a client writes →
+/// the SQL written for it (an empty SQL text means the client's text itself, as in the
+/// reference's RAW_MAP).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawSqlSetting {
+    List(Vec<String>),
+    Map(std::collections::BTreeMap<String, String>),
+}
+
+impl RawSqlSetting {
+    fn entries(self) -> Vec<(String, String)> {
+        match self {
+            RawSqlSetting::List(l) => l.into_iter().map(|f| (f.clone(), f)).collect(),
+            RawSqlSetting::Map(m) => m
+                .into_iter()
+                .map(|(text, sql)| {
+                    let sql = if sql.trim().is_empty() {
+                        text.clone()
+                    } else {
+                        sql
+                    };
+                    (text, sql)
+                })
+                .collect(),
         }
     }
 }
 
 impl Config {
     fn apply(&mut self, p: Partial) {
+        if let Some(raw) = p.raw_sql {
+            self.raw_sql = raw.entries();
+        }
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = p.$f { self.$f = v; } )* };
         }
@@ -242,6 +351,9 @@ impl Config {
             max_rows,
             max_answer_bytes,
             statement_timeout_ms,
+            anonymous_statement_timeout_ms,
+            anonymous_reads_per_address,
+            max_pattern_bytes,
             pool_size,
             token_ttl_secs,
             admins,
@@ -253,7 +365,6 @@ impl Config {
             login_failures_per_address,
             login_lockout_secs,
             login_limit_entries,
-            raw_sql,
             procedures,
             read_replicas,
             verify_code_ttl_secs,
@@ -271,7 +382,11 @@ impl Config {
             live_heartbeat_ms,
             live_max_subscriptions,
             live_max_per_visitor,
-            live_concurrency
+            live_concurrency,
+            password_storage,
+            openapi,
+            metrics_listen,
+            metrics_token
         );
         if p.live_poll_ms.is_some() {
             self.live_poll_ms = p.live_poll_ms;
@@ -379,6 +494,9 @@ fn from_env() -> Result<Partial, String> {
         max_rows: var("APIJET_MAX_ROWS")?,
         max_answer_bytes: var("APIJET_MAX_ANSWER_BYTES")?,
         statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
+        anonymous_statement_timeout_ms: var("APIJET_ANONYMOUS_STATEMENT_TIMEOUT_MS")?,
+        anonymous_reads_per_address: var("APIJET_ANONYMOUS_READS_PER_ADDRESS")?,
+        max_pattern_bytes: var("APIJET_MAX_PATTERN_BYTES")?,
         pool_size: var("APIJET_POOL_SIZE")?,
         token_secret: var("APIJET_TOKEN_SECRET")?,
         token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,
@@ -413,6 +531,10 @@ fn from_env() -> Result<Partial, String> {
         live_max_subscriptions: var("APIJET_LIVE_MAX_SUBSCRIPTIONS")?,
         live_max_per_visitor: var("APIJET_LIVE_MAX_PER_VISITOR")?,
         live_concurrency: var("APIJET_LIVE_CONCURRENCY")?,
+        password_storage: var("APIJET_PASSWORD_STORAGE")?,
+        openapi: var("APIJET_OPENAPI")?,
+        metrics_listen: var("APIJET_METRICS_LISTEN")?,
+        metrics_token: var("APIJET_METRICS_TOKEN")?,
         cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
             v.split(',')
                 .map(str::trim)
@@ -498,5 +620,30 @@ mod tests {
         let c = Config::load(Some(&file), Partial::default()).expect("loads");
         assert_eq!(c.instance_id, Some(7));
         assert_eq!(c.read_replicas, ["postgres://u@a:1,b:2/db"]);
+    }
+
+    /// `raw_sql` as a list (each fragment as it is) or as the reference's RAW_MAP (text →
+    /// SQL, "" for the text itself); docs/raw-sql-demo.toml is such a configuration.
+    #[test]
+    fn raw_sql_takes_a_list_or_the_reference_map() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/raw-sql-demo.toml");
+        let c = Config::load(Some(&demo), Partial::default()).expect("the demo's raw SQL loads");
+        let sql = |text: &str| {
+            c.raw_sql
+                .iter()
+                .find(|(t, _)| t == text)
+                .map(|(_, s)| s.as_str())
+        };
+        assert_eq!(sql("to.momentId"), Some("`to`.`momentId`"));
+        assert_eq!(sql("`to`.`id`"), Some("`to`.`id`"));
+        assert_eq!(
+            sql("sumUserIdIsEven"),
+            Some("sum(if(`userId`%2=0,1,0)) AS sumUserIdIsEven")
+        );
+        assert_eq!(c.raw_sql.len(), 7);
+        let list: Partial = toml::from_str("raw_sql = [\"now()\"]").expect("a list");
+        let mut c = Config::default();
+        c.apply(list);
+        assert_eq!(c.raw_sql, [("now()".to_string(), "now()".to_string())]);
     }
 }

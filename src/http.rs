@@ -2,10 +2,12 @@
 //! answered with HTTP 200 and its code in the body. The middleware (CORS, limits, timeouts,
 //! access log, metrics) is in `edge`, the accept loop in `server`.
 
+use crate::account::routes::{address, Peer};
 use crate::app::{Answer, AppState, Call};
 use crate::config::Config;
+use crate::config::OpenApiExposure;
 use crate::edge::{self, Edge, Facts};
-use crate::session::{login_failure, not_logged_in, Sessions};
+use crate::session::{not_logged_in, Sessions};
 use apijet_plan::PlanError;
 use apijet_response::stream::Chunk;
 use apijet_response::ApiError;
@@ -192,13 +194,34 @@ async fn call_tag(
     send(&s, answer, facts).await
 }
 
-/// `GET /get/{url-encoded-json}`: the request in the URL, for browsers and quick checks.
+/// `GET /get/{url-encoded-json}` and `GET /head/{…}`: the request in the URL, for browsers and
+/// quick checks. Only reads: a browser sends the `SameSite=Lax` login cookie along with a
+/// cross-site top-level navigation, so any other method here would let a link on any site
+/// write as its visitor. They answer 405, as the reference (which maps only `GET /get/…`).
 async fn call_in_url(
     State(s): State<Shared>,
     Path((method, json)): Path<(String, String)>,
     Query(q): Params,
     headers: HeaderMap,
 ) -> Response {
+    let read = apijet_core::Method::from_url(&method);
+    if !matches!(
+        read,
+        Some(apijet_core::Method::Get | apijet_core::Method::Head)
+    ) {
+        // Only a known method's name is echoed: the path is the client's.
+        let name = read.map_or("{method}", |_| method.as_str());
+        let mut r = edge::refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!(
+                "GET serves only /get/… and /head/… (reads); send POST /{name} with the \
+                 request as the body"
+            ),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
     let visitor = s.sessions.visitor(&headers);
     let call = Call {
         method: &method,
@@ -262,12 +285,8 @@ fn etag_of(text: &str) -> String {
     format!("\"{:016x}\"", h.finish())
 }
 
-async fn login(
-    State(s): State<Shared>,
-    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
-    body: Bytes,
-) -> Response {
-    match s.login(&body, peer.map(|p| p.0 .0.ip())).await {
+async fn login(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
+    match s.login(&body, address(peer)).await {
         Ok((answer, token, ttl)) => {
             let mut r = json_response(&answer);
             if let Ok(v) = HeaderValue::from_str(&Sessions::cookie(&token, ttl)) {
@@ -276,7 +295,7 @@ async fn login(
             r
         }
         Err(e) => {
-            let mut r = json_response(&login_failure(&e));
+            let mut r = json_response(&s.login_failure(&e));
             if let Some(wait) = e.retry_after() {
                 r.headers_mut().insert(
                     header::RETRY_AFTER,
@@ -288,8 +307,8 @@ async fn login(
     }
 }
 
-async fn register(State(s): State<Shared>, body: Bytes) -> Response {
-    json_response(&s.register(&body).await)
+async fn register(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
+    json_response(&s.register(&body, address(peer)).await)
 }
 
 /// Logout answers the bare envelope, as the reference records it, and clears the cookie.
@@ -346,8 +365,24 @@ async fn ready(State(s): State<Shared>) -> Response {
     }
 }
 
-/// `GET /metrics`: Prometheus text format.
-async fn metrics(State(s): State<Shared>) -> Response {
+/// `GET /metrics`: Prometheus text format, to whoever brings `metrics_token` (when it is set).
+fn metrics(s: &AppState, headers: &HeaderMap, token: &str) -> Response {
+    if !token.is_empty() {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !apijet_auth::constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
+            let mut r = edge::refusal(
+                StatusCode::UNAUTHORIZED,
+                "/metrics needs Authorization: Bearer with the metrics_token of this server",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
     let exec = apijet_exec::stats::snapshot(&s.backend);
     (
         StatusCode::OK,
@@ -358,6 +393,45 @@ async fn metrics(State(s): State<Shared>) -> Response {
         s.metrics.render(&exec),
     )
         .into_response()
+}
+
+/// A route that the configuration keeps closed: 404, naming the setting.
+fn not_served(msg: &'static str) -> axum::routing::MethodRouter<Shared> {
+    get(move || async move { edge::refusal(StatusCode::NOT_FOUND, msg) })
+}
+
+/// `GET /metrics`, behind `metrics_token` when it is set.
+fn metrics_get(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
+    let token: Arc<str> = cfg.metrics_token.as_str().into();
+    get(move |State(s): State<Shared>, headers: HeaderMap| {
+        let token = Arc::clone(&token);
+        async move { metrics(&s, &headers, &token) }
+    })
+}
+
+/// `/metrics` on the API listener: only behind `metrics_token`.
+fn metrics_route(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
+    if cfg.metrics_token.is_empty() {
+        return not_served(
+            "/metrics is not served on this listener: set metrics_token (and scrape with \
+             Authorization: Bearer), or metrics_listen for a separate address",
+        );
+    }
+    metrics_get(cfg)
+}
+
+/// `/openapi.json` as the `openapi` setting says.
+fn openapi_route(cfg: &Config) -> axum::routing::MethodRouter<Shared> {
+    match cfg.openapi {
+        OpenApiExposure::Public => get(openapi),
+        OpenApiExposure::Debug if cfg.debug => get(openapi),
+        OpenApiExposure::Debug => not_served(
+            "/openapi.json is served only in debug mode on this server (setting openapi = \"debug\")",
+        ),
+        OpenApiExposure::Off => {
+            not_served("/openapi.json is not served on this server (setting openapi = \"off\")")
+        }
+    }
 }
 
 /// `GET /openapi.json`: built with the snapshot, so it follows reloads.
@@ -385,8 +459,8 @@ pub fn router(state: Shared, cfg: &Config) -> Router {
         .route("/router/{method}/{tag}", post(crate::router::route))
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
+        .route("/metrics", metrics_route(cfg))
+        .route("/openapi.json", openapi_route(cfg))
         .route("/{method}", post(call))
         .route("/{method}/{tag}", post(call_tag).get(call_in_url));
     if cfg.console {
@@ -405,7 +479,18 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         .await
         .map_err(|e| listen_failure(&cfg.listen, &e))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let metrics_listener = match cfg.metrics_listen.as_str() {
+        "" => None,
+        at => Some(
+            tokio::net::TcpListener::bind(at)
+                .await
+                .map_err(|e| format!("{} (setting metrics_listen)", listen_failure(at, &e)))?,
+        ),
+    };
     let state = Arc::new(AppState::start(&cfg).await?);
+    if let Some(listener) = metrics_listener {
+        serve_metrics(listener, Arc::clone(&state), &cfg);
+    }
     reload_on_sighup(Arc::clone(&state));
     crate::live::Live::start(&state);
     let engine = state.backend.engine().name();
@@ -417,6 +502,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         header: Duration::from_millis(cfg.header_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
+        probe_clients: state.backend.engine() == apijet_core::Engine::Sqlite,
     };
     let edge = Arc::new(Edge {
         metrics: Arc::clone(&state.metrics),
@@ -444,6 +530,29 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     .await;
     eprintln!("apijet: stopped");
     Ok(())
+}
+
+/// `metrics_listen`: a listener that serves `/metrics` alone (behind `metrics_token` when it
+/// is set), for a scraper on a private network; it has none of the API listener's connection
+/// limits, so it belongs on a private address. It ends with the process.
+fn serve_metrics(listener: tokio::net::TcpListener, state: Shared, cfg: &Config) {
+    if let Ok(at) = listener.local_addr() {
+        println!("apijet metrics on http://{at}/metrics");
+    }
+    let app = Router::new()
+        .route("/metrics", metrics_get(cfg))
+        .fallback(|| async {
+            edge::refusal(
+                StatusCode::NOT_FOUND,
+                "the metrics_listen address serves /metrics only",
+            )
+        })
+        .with_state(state);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("apijet: the metrics listener stopped: {e}");
+        }
+    });
 }
 
 /// Why the listening socket could not be made, and what to do about it.

@@ -1,10 +1,14 @@
-//! Failed-login limiting: per phone and per client address, in memory, per instance.
+//! Failed-attempt limiting for the account endpoints: per account and per client address, in
+//! memory, per instance.
 //!
-//! Each key (a phone, an address) counts its failures in a fixed window of `lockout`; at the
-//! limit, further attempts are refused before the database is asked, until the window ends.
-//! A success clears the phone's count. The table is bounded: when it is full, expired windows
-//! go first, then the oldest, so memory stays flat whatever a client sends.
+//! Each [`Subject`] counts its failures in a fixed window of `lockout`; at the limit, further
+//! attempts are refused before the database is asked (and before any password is hashed),
+//! until the window ends. A successful login clears its account's count. Accounts are named by
+//! their canonical [`Phone`], never by the client's spelling, so `" 13000082003"` and
+//! `"13000082003"` share one count. The table is bounded: when it is full, expired windows go
+//! first, then the oldest, so memory stays flat whatever a client sends.
 
+use apijet_auth::Phone;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -13,19 +17,30 @@ use std::time::{Duration, Instant};
 /// The limiter's settings.
 #[derive(Debug, Clone, Copy)]
 pub struct LoginLimits {
-    /// Failures one phone may have in a window.
+    /// Failures one account may have in a window (`login_failures_per_phone`).
     pub per_phone: u32,
     /// Failures one client address may have in a window.
     pub per_address: u32,
     /// The window, and so the longest wait.
     pub lockout: Duration,
-    /// Most phones and addresses remembered at once.
+    /// Most subjects remembered at once.
     pub entries: usize,
 }
 
+/// What a failure counts against.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Key {
-    Phone(String),
+pub enum Subject {
+    /// The account with this phone: wrong passwords at `/login` and `/put/password`, wrong
+    /// codes of every type, logins to a phone that is not registered.
+    Phone(Phone),
+    /// An account whose stored phone is not in the canonical spelling (a foreign database),
+    /// by id: wrong old passwords at `/put/password`.
+    Account(i64),
+    /// Wrong pay passwords of account `id` (`/put/balance`, `/put/password` for `_payPassword`).
+    PayPassword(i64),
+    /// Codes asked for this phone (`/post/verify`): every request counts.
+    CodeRequests(Phone),
+    /// Everything that failed from one client address, whatever the account.
     Address(IpAddr),
 }
 
@@ -35,15 +50,11 @@ struct Window {
     failures: u32,
 }
 
-/// Counts failed logins; see the module documentation.
+/// Counts failed attempts; see the module documentation.
 pub struct LoginLimiter {
     limits: LoginLimits,
-    windows: Mutex<HashMap<Key, Window>>,
+    windows: Mutex<HashMap<Subject, Window>>,
 }
-
-/// Phones longer than this are not phones; they are counted by their first bytes only, so a
-/// key never holds much memory.
-const MAX_PHONE_KEY: usize = 32;
 
 impl LoginLimiter {
     /// An empty limiter.
@@ -54,43 +65,34 @@ impl LoginLimiter {
         }
     }
 
-    fn keys(phone: &str, address: Option<IpAddr>) -> impl Iterator<Item = Key> {
-        let cut = phone
-            .char_indices()
-            .nth(MAX_PHONE_KEY)
-            .map_or(phone, |(i, _)| &phone[..i]);
-        [Some(Key::Phone(cut.to_string())), address.map(Key::Address)]
-            .into_iter()
-            .flatten()
-    }
-
-    fn limit_of(&self, key: &Key) -> u32 {
-        match key {
-            Key::Phone(_) => self.limits.per_phone,
-            Key::Address(_) => self.limits.per_address,
+    fn limit_of(&self, subject: &Subject) -> u32 {
+        match subject {
+            Subject::Address(_) => self.limits.per_address,
+            _ => self.limits.per_phone,
         }
     }
 
-    /// `Some(wait)` when `phone` or `address` has used up its failures for now.
-    pub fn check(&self, phone: &str, address: Option<IpAddr>, now: Instant) -> Option<Duration> {
+    /// `Some(wait)` when any of `subjects` has used up its failures for now.
+    pub fn check(&self, subjects: &[Subject], now: Instant) -> Option<Duration> {
         let windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        Self::keys(phone, address)
-            .filter_map(|key| {
-                let w = windows.get(&key)?;
+        subjects
+            .iter()
+            .filter_map(|s| {
+                let w = windows.get(s)?;
                 let end = w.started + self.limits.lockout;
-                (now < end && w.failures >= self.limit_of(&key)).then(|| end - now)
+                (now < end && w.failures >= self.limit_of(s)).then(|| end - now)
             })
             .max()
     }
 
-    /// Counts a failed attempt against `phone` and `address`.
-    pub fn failed(&self, phone: &str, address: Option<IpAddr>, now: Instant) {
+    /// Counts a failed attempt against each of `subjects`.
+    pub fn failed(&self, subjects: &[Subject], now: Instant) {
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        for key in Self::keys(phone, address) {
-            if !windows.contains_key(&key) && windows.len() >= self.limits.entries.max(1) {
+        for s in subjects {
+            if !windows.contains_key(s) && windows.len() >= self.limits.entries.max(1) {
                 self.make_room(&mut windows, now);
             }
-            let w = windows.entry(key).or_insert(Window {
+            let w = windows.entry(s.clone()).or_insert(Window {
                 started: now,
                 failures: 0,
             });
@@ -104,15 +106,13 @@ impl LoginLimiter {
         }
     }
 
-    /// A successful login clears its phone's count (the address keeps its own).
-    pub fn succeeded(&self, phone: &str) {
+    /// A successful login clears its account's count (the address keeps its own).
+    pub fn succeeded(&self, phone: &Phone) {
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(key) = Self::keys(phone, None).next() {
-            windows.remove(&key);
-        }
+        windows.remove(&Subject::Phone(phone.clone()));
     }
 
-    fn make_room(&self, windows: &mut HashMap<Key, Window>, now: Instant) {
+    fn make_room(&self, windows: &mut HashMap<Subject, Window>, now: Instant) {
         let lockout = self.limits.lockout;
         windows.retain(|_, w| now < w.started + lockout);
         if windows.len() >= self.limits.entries.max(1) {
@@ -126,7 +126,7 @@ impl LoginLimiter {
         }
     }
 
-    /// How many keys are remembered (for tests).
+    /// How many subjects are remembered (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
         self.windows.lock().map_or(0, |w| w.len())
@@ -146,42 +146,63 @@ mod tests {
         })
     }
 
+    fn phone(text: &str) -> Subject {
+        Subject::Phone(Phone::parse(text, "phone").expect("phone"))
+    }
+
     #[test]
-    fn a_phone_is_locked_after_its_failures_until_the_window_ends() {
+    fn an_account_is_locked_after_its_failures_until_the_window_ends() {
         let l = limiter(100);
         let t = Instant::now();
+        let p = phone("13000082001");
         for _ in 0..3 {
-            assert_eq!(l.check("130", None, t), None);
-            l.failed("130", None, t);
+            assert_eq!(l.check(std::slice::from_ref(&p), t), None);
+            l.failed(std::slice::from_ref(&p), t);
         }
-        let wait = l.check("130", None, t + Duration::from_secs(10));
+        let wait = l.check(std::slice::from_ref(&p), t + Duration::from_secs(10));
         assert_eq!(wait, Some(Duration::from_secs(50)));
-        assert_eq!(l.check("131", None, t), None, "other phones are not locked");
-        assert_eq!(l.check("130", None, t + Duration::from_secs(60)), None);
+        assert_eq!(
+            l.check(&[phone("13000082002")], t),
+            None,
+            "other accounts are not locked"
+        );
+        assert_eq!(l.check(&[p], t + Duration::from_secs(60)), None);
     }
 
     #[test]
-    fn an_address_is_locked_across_phones() {
+    fn every_spelling_of_a_phone_shares_one_count() {
         let l = limiter(100);
         let t = Instant::now();
-        let a: IpAddr = "10.0.0.1".parse().expect("address");
-        for i in 0..5 {
-            l.failed(&format!("1{i}"), Some(a), t);
+        for spelling in [" \t13000082003\n ", "13000082003", "\r13000082003"] {
+            l.failed(&[phone(spelling)], t);
         }
-        assert!(l.check("19", Some(a), t).is_some());
-        assert_eq!(l.check("19", None, t), None);
+        assert!(l.check(&[phone("13000082003")], t).is_some());
     }
 
     #[test]
-    fn success_clears_the_phone() {
+    fn an_address_is_locked_across_accounts() {
         let l = limiter(100);
         let t = Instant::now();
-        l.failed("130", None, t);
-        l.failed("130", None, t);
-        l.succeeded("130");
-        l.failed("130", None, t);
-        l.failed("130", None, t);
-        assert_eq!(l.check("130", None, t), None);
+        let a = Subject::Address("10.0.0.1".parse().expect("address"));
+        for i in 0..5 {
+            l.failed(&[Subject::Account(i), a.clone()], t);
+        }
+        assert!(l.check(&[Subject::Account(9), a], t).is_some());
+        assert_eq!(l.check(&[Subject::Account(9)], t), None);
+    }
+
+    #[test]
+    fn success_clears_the_account() {
+        let l = limiter(100);
+        let t = Instant::now();
+        let p = Phone::parse("13000082001", "phone").expect("phone");
+        let s = [Subject::Phone(p.clone())];
+        l.failed(&s, t);
+        l.failed(&s, t);
+        l.succeeded(&p);
+        l.failed(&s, t);
+        l.failed(&s, t);
+        assert_eq!(l.check(&s, t), None);
     }
 
     #[test]
@@ -189,11 +210,8 @@ mod tests {
         let l = limiter(50);
         let t = Instant::now();
         for i in 0..10_000 {
-            l.failed(&format!("p{i}"), None, t + Duration::from_millis(i));
+            l.failed(&[Subject::Account(i)], t + Duration::from_millis(i as u64));
         }
         assert!(l.len() <= 50, "{}", l.len());
-        // Long phones cost no more than short ones.
-        l.failed(&"9".repeat(100_000), None, t);
-        assert!(l.len() <= 50);
     }
 }

@@ -1,6 +1,7 @@
 //! apijet: an APIJSON server. See README.md.
 
 mod account;
+mod anonymous;
 mod app;
 mod config;
 mod console;

@@ -1,9 +1,16 @@
 //! `/openapi.json`: an OpenAPI 3.1 document built from the schema cache (tables and columns),
 //! the `Access` rows (which roles may call which method on each table) and the `Request` rows
-//! (the structures private methods must follow). Built once per snapshot, served as bytes.
+//! (the tags of private methods). Built once per snapshot, served as bytes, to whom the
+//! `openapi` setting says (`crate::http`).
+//!
+//! Outside debug mode the document is the public face of the API: no system tables (`Access`,
+//! `Request`, `Function`, …) nor tables their `Access` row keeps to debug mode, no `_` columns,
+//! and of the `Request` rows only the tags a client calls, not their structures (which say
+//! what a private request may touch and how it is checked). In debug mode it has everything
+//! but `_` columns, which never leave the server.
 
 use apijet_core::{Method, Role};
-use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table, SECRET_TABLES};
 use apijet_plan::verify::RequestRule;
 use serde_json::{json, Map, Value as Json};
 
@@ -94,8 +101,17 @@ fn component_name(name: &str) -> String {
         .collect()
 }
 
+/// Whether the document shows `t`: never a table of secrets (`Verify`), nor one without an
+/// `Access` row; outside debug mode neither a system table, a debug-only one, nor one no role
+/// may use at all.
 fn visible(t: &Table, debug: bool) -> bool {
-    t.access.is_some() && (debug || (!t.system && !t.debug_only))
+    let Some(access) = &t.access else {
+        return false;
+    };
+    if SECRET_TABLES.contains(&t.api_name.as_str()) {
+        return false;
+    }
+    debug || (!t.system && !t.debug_only && access.iter().any(|roles| !roles.is_empty()))
 }
 
 fn table_schema(t: &Table) -> Json {
@@ -206,11 +222,19 @@ pub fn document(schema: &SchemaCache, rules: &[RequestRule], debug: bool) -> byt
     let request_ref = json!({"$ref": "#/components/schemas/apijet.Request"});
 
     let mut paths = Map::new();
+    // Tags that name a table the document does not show are left out with it.
+    let rules: Vec<&RequestRule> = rules
+        .iter()
+        .filter(|r| {
+            let table = r.tag.trim_end_matches(":[]").trim_end_matches("[]");
+            schema.table(table).is_none_or(|t| visible(t, debug))
+        })
+        .collect();
     for (method, name, description) in METHODS {
         let id = name.to_string();
         let structures: Vec<Json> = rules
             .iter()
-            .filter(|r| r.method == method)
+            .filter(|r| debug && r.method == method)
             .map(|r| json!({"tag": r.tag, "version": r.version, "structure": r.structure}))
             .collect();
         let mut op = operation(
@@ -226,7 +250,7 @@ pub fn document(schema: &SchemaCache, rules: &[RequestRule], debug: bool) -> byt
         paths.insert(format!("/{name}"), json!({ "post": op }));
     }
     // One path per private tag: `/{method}/{tag}` takes the content of the tag as its body.
-    let mut tagged: Vec<&RequestRule> = rules.iter().collect();
+    let mut tagged = rules;
     tagged.sort_by(|a, b| {
         (a.method.name(), &a.tag, a.version).cmp(&(b.method.name(), &b.tag, b.version))
     });
@@ -246,11 +270,14 @@ pub fn document(schema: &SchemaCache, rules: &[RequestRule], debug: bool) -> byt
                 operation(
                     &id,
                     &format!("/{name} with tag {}", r.tag),
-                    "The body is the content of the tag; it must follow the structure of the Request row (x-apijson-requests).",
+                    "The body is the content of the tag; it must follow the structure of the Request row (listed in x-apijson-requests in debug mode).",
                     json!({"type": "object"}),
                     &["Request rows"],
                 )
             }));
+        if !debug {
+            continue;
+        }
         if let Some(op) = op {
             let list = op
                 .as_object_mut()
@@ -294,17 +321,13 @@ pub fn document(schema: &SchemaCache, rules: &[RequestRule], debug: bool) -> byt
             "application/json",
         ),
     );
-    paths.insert(
-        "/metrics".into(),
-        simple_get("metrics", "Prometheus metrics", "text/plain"),
-    );
 
     let doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "apijet",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "An APIJSON server. Every call is a POST of one JSON object; the answer has the same shape. Table schemas list the columns a client may read; x-apijson-access gives the roles per method from the Access table; x-apijson-requests the structures of the Request table.",
+            "description": "An APIJSON server. Every call is a POST of one JSON object; the answer has the same shape. Table schemas list the columns a client may read; x-apijson-access gives the roles per method from the Access table; in debug mode, x-apijson-requests gives the structures of the Request table.",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}
         },
         "paths": paths,

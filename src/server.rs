@@ -18,6 +18,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -37,6 +38,20 @@ pub struct Limits {
     pub idle: Duration,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// Requests carry a probe of their client's socket (see [`client_probe`]): their
+    /// statements run on the connection's own thread (SQLite), where nothing else can notice
+    /// that the client left.
+    pub probe_clients: bool,
+}
+
+tokio::task_local! {
+    /// The address of the client whose request the task serves.
+    static PEER: IpAddr;
+}
+
+/// The address of the client whose request is being answered (none outside a request).
+pub fn peer() -> Option<IpAddr> {
+    PEER.try_with(|p| *p).ok()
 }
 
 /// Most 503 answers being written at once to connections over the cap.
@@ -92,6 +107,12 @@ impl Clock {
         self.changed.notify_one();
     }
 
+    /// Bytes of a request arrived and no request was handed to the service yet: what is
+    /// written now is hyper's own answer to a request it could not parse.
+    fn parsing(&self) -> bool {
+        self.phase.load(Ordering::Acquire) == HEAD
+    }
+
     fn request_done(&self) {
         if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.since_ms.store(self.now_ms(), Ordering::Release);
@@ -124,10 +145,82 @@ impl Clock {
     }
 }
 
-/// The socket, telling the clock when bytes arrive.
+/// The socket, telling the clock when bytes arrive. hyper answers a request it cannot parse
+/// (a URL past 65,534 bytes, a head past its buffer, broken HTTP) by itself, with a bare
+/// status; that answer is replaced here by an APIJSON envelope with the same status.
 struct Watched {
     tcp: TcpStream,
     clock: Arc<Clock>,
+    /// The envelope written instead of hyper's answer, and how much of it is written.
+    replacement: Option<(Vec<u8>, usize)>,
+}
+
+impl Watched {
+    /// Writes the replacement of hyper's answer once `hyper_bytes` (the start of what hyper
+    /// writes) turn out to be one; `None` when they are not.
+    fn poll_replace(
+        &mut self,
+        cx: &mut Context<'_>,
+        hyper_bytes: &[u8],
+    ) -> Option<Poll<io::Result<()>>> {
+        if self.replacement.is_none() {
+            if !self.clock.parsing() {
+                return None;
+            }
+            let status = hyper_refusal(hyper_bytes)?;
+            self.replacement = Some((parse_refusal(status), 0));
+        }
+        let (bytes, written) = self.replacement.as_mut()?;
+        while *written < bytes.len() {
+            match Pin::new(&mut self.tcp).poll_write(cx, &bytes[*written..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Some(Poll::Ready(Err(io::ErrorKind::WriteZero.into())))
+                }
+                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Ready(Err(e)) => return Some(Poll::Ready(Err(e))),
+                Poll::Pending => return Some(Poll::Pending),
+            }
+        }
+        Some(Poll::Ready(Ok(())))
+    }
+}
+
+/// The status of an answer hyper writes by itself for a request it could not parse: a bare
+/// status line of 400, 414 or 431 with an empty body.
+fn hyper_refusal(bytes: &[u8]) -> Option<u16> {
+    let rest = bytes.strip_prefix(b"HTTP/1.1 ")?;
+    let status = std::str::from_utf8(rest.get(..3)?).ok()?.parse().ok()?;
+    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let empty = bytes[..head_end]
+        .split(|&b| b == b'\n')
+        .any(|line| line.eq_ignore_ascii_case(b"content-length: 0\r"));
+    (matches!(status, 400 | 414 | 431) && empty).then_some(status)
+}
+
+/// The whole HTTP answer to a request hyper could not parse, an envelope naming why.
+fn parse_refusal(status: u16) -> Vec<u8> {
+    let (reason, msg) = match status {
+        414 => (
+            "URI Too Long",
+            "the request URL is longer than 65534 bytes, the most an HTTP/1.1 request line may \
+             have here (a fixed limit): send the request as a POST body (max_body_bytes)",
+        ),
+        431 => (
+            "Request Header Fields Too Large",
+            "the request line and headers are larger than the server reads (about 400 KB, a \
+             fixed limit): send the request as a POST body (max_body_bytes)",
+        ),
+        _ => ("Bad Request", "the request is not valid HTTP/1.1"),
+    };
+    let body = crate::edge::envelope_bytes(status, msg);
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json; charset=utf-8\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
 }
 
 impl AsyncRead for Watched {
@@ -151,7 +244,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write(cx, buf)
+        match self.poll_replace(cx, buf) {
+            // hyper's own bytes are taken as written: the replacement went out instead.
+            Some(done) => done.map_ok(|()| buf.len()),
+            None => Pin::new(&mut self.tcp).poll_write(cx, buf),
+        }
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.tcp).poll_flush(cx)
@@ -164,7 +261,14 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        match self.poll_replace(cx, first) {
+            Some(done) => done.map_ok(|()| bufs.iter().map(|b| b.len()).sum()),
+            None => Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs),
+        }
     }
     fn is_write_vectored(&self) -> bool {
         self.tcp.is_write_vectored()
@@ -257,9 +361,15 @@ pub async fn run<A, B>(
             continue;
         };
         let clock = Arc::new(Clock::new());
+        let probe = if limits.probe_clients {
+            client_probe(&tcp)
+        } else {
+            None
+        };
         let io = TokioIo::new(Watched {
             tcp,
             clock: Arc::clone(&clock),
+            replacement: None,
         });
         let service_clock = Arc::clone(&clock);
         let app = app.clone();
@@ -272,8 +382,13 @@ pub async fn run<A, B>(
                     .insert(axum::extract::ConnectInfo(peer));
                 let clock = Arc::clone(&service_clock);
                 let call = tower::ServiceExt::oneshot(app.clone(), req.map(Body::new));
+                let call = PEER.scope(peer.ip(), call);
+                let mut watch = apijet_exec::cancel::Watch::default();
+                if let Some(probe) = &probe {
+                    watch = watch.with_client(Arc::clone(probe));
+                }
                 async move {
-                    let response = match call.await {
+                    let response = match apijet_exec::cancel::watched(watch, call).await {
                         Ok(r) => r,
                         Err(never) => match never {},
                     };
@@ -318,6 +433,32 @@ pub async fn run<A, B>(
             SHUTDOWN_GRACE.as_secs()
         );
     }
+}
+
+/// A probe that tells whether the client of `tcp` has gone: a second handle on the socket,
+/// peeked without blocking (end of stream or an error: gone; data or nothing yet: there).
+#[cfg(unix)]
+fn client_probe(tcp: &TcpStream) -> Option<apijet_exec::cancel::ClientProbe> {
+    use std::os::fd::AsFd;
+    let fd = tcp.as_fd().try_clone_to_owned().ok()?;
+    let socket = std::net::TcpStream::from(fd);
+    socket.set_nonblocking(true).ok()?;
+    Some(Arc::new(move || {
+        let mut byte = [0u8; 1];
+        match socket.peek(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        }
+    }))
+}
+
+#[cfg(not(unix))]
+fn client_probe(_tcp: &TcpStream) -> Option<apijet_exec::cancel::ClientProbe> {
+    None
 }
 
 /// One connection too many: a 503 envelope, then close. The request is read first (briefly),

@@ -5,8 +5,8 @@
 //! the body for `Authorization: Bearer` clients. No session state is kept on the server.
 
 use crate::app::AppState;
-use crate::login_limit::LoginLimiter;
-use apijet_auth::{constant_time_eq, TokenKey};
+use crate::login_limit::{LoginLimiter, Subject};
+use apijet_auth::{Phone, TokenKey};
 use apijet_core::{Value, Visitor};
 use apijet_exec::read::fetch_rows;
 use apijet_plan::{lookup, visible_columns, PlanError};
@@ -27,8 +27,9 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// The visitor of a request: a valid token in `Authorization: Bearer` or the cookie.
-    /// Invalid, foreign and expired tokens mean "not logged in", never an error of their own.
+    /// The visitor of a request: a valid token in `Authorization: Bearer`, a token of ours
+    /// alone in `Authorization` (as APIAuto sends it), or the cookie. Invalid, foreign and
+    /// expired tokens mean "not logged in", never an error of their own.
     pub fn visitor(&self, headers: &HeaderMap) -> Option<Visitor> {
         self.visitor_until(headers).map(|(visitor, _)| visitor)
     }
@@ -36,12 +37,18 @@ impl Sessions {
     /// [`Sessions::visitor`], with the moment its token expires.
     pub fn visitor_until(&self, headers: &HeaderMap) -> Option<(Visitor, SystemTime)> {
         let now = SystemTime::now();
-        let bearer = headers
+        let authorization = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if let Some(t) = bearer {
+            .map(str::trim);
+        if let Some(t) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
             return self.key.verify_until(t.trim(), now).ok();
+        }
+        // A value without a scheme counts only when it is a valid token of ours: any other
+        // (a proxy's credential) leaves the cookie to decide, as before.
+        let bare = authorization.filter(|v| !v.contains(char::is_whitespace));
+        if let Some(found) = bare.and_then(|t| self.key.verify_until(t, now).ok()) {
+            return Some(found);
         }
         headers
             .get_all(axum::http::header::COOKIE)
@@ -82,11 +89,11 @@ pub enum LoginError {
     Invalid(String),
     /// No account with that phone.
     #[error("phone {0} is not registered")]
-    UnknownPhone(String),
+    UnknownPhone(Phone),
     /// The password does not match.
     #[error("wrong phone or password")]
     WrongPassword,
-    /// Too many failed logins for this phone or client address; the wait is given.
+    /// Too many failed logins for this account or client address; the wait is given.
     #[error(
         "too many failed logins for this phone or address: try again in {} s (settings \
          login_failures_per_phone, login_failures_per_address, login_lockout_secs)",
@@ -118,6 +125,7 @@ impl LoginError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             LoginError::TooManyAttempts(wait) => Some(*wait),
+            LoginError::Code(e) => e.retry_after(),
             _ => None,
         }
     }
@@ -125,41 +133,17 @@ impl LoginError {
 
 impl AppState {
     /// Checks the credentials; the answer (user row + token) and the token's lifetime.
-    /// Failed attempts are counted per phone and per client `address`; past the limit the
-    /// database is not asked at all.
+    /// The phone is canonicalised first (406 when it is not a phone); failed attempts count
+    /// against the account and the client `address`, and past the limit neither the database
+    /// nor the password hash is asked at all.
     pub async fn login(
         &self,
         body: &[u8],
         address: Option<IpAddr>,
     ) -> Result<(Json, String, Duration), LoginError> {
-        let phone = apijet_request::parse_body(body)
-            .ok()
-            .and_then(|req| req.get("phone").and_then(text));
-        let Some(phone) = phone else {
-            return self.check_credentials(body).await;
-        };
-        let limiter = &self.sessions.limiter;
-        if let Some(wait) = limiter.check(&phone, address, Instant::now()) {
-            return Err(LoginError::TooManyAttempts(wait));
-        }
-        let result = self.check_credentials(body).await;
-        match &result {
-            Ok(_) => limiter.succeeded(&phone),
-            // Wrong codes are counted where they are checked (crate::account).
-            Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword) => {
-                limiter.failed(&phone, address, Instant::now());
-            }
-            Err(_) => {}
-        }
-        result
-    }
-
-    async fn check_credentials(&self, body: &[u8]) -> Result<(Json, String, Duration), LoginError> {
         let req = apijet_request::parse_body(body).map_err(|e| LoginError::Api(e.into()))?;
-        let phone = req
-            .get("phone")
-            .and_then(text)
-            .ok_or_else(|| LoginError::Invalid("phone is required".into()))?;
+        let phone = Phone::from_json(req.get("phone"), "phone")
+            .map_err(|e| LoginError::Invalid(e.to_string()))?;
         let password = req
             .get("password")
             .and_then(text)
@@ -175,11 +159,63 @@ impl AppState {
             }
         };
         let defaults = req.get("defaults").filter(|d| !d.is_null()).cloned();
-        if let Some(d) = &defaults {
-            crate::account::check_defaults(d, &self.options)
-                .map_err(|e| LoginError::Invalid(e.to_string()))?;
-        }
+        let foreign_schema = match &defaults {
+            Some(d) => crate::account::check_defaults(d, &self.options)
+                .map_err(|e| LoginError::Invalid(e.to_string()))?,
+            None => None,
+        };
         let remember = req.get("remember").and_then(Json::as_bool).unwrap_or(false);
+        let limiter = &self.sessions.limiter;
+        let mut counted = vec![Subject::Phone(phone.clone())];
+        counted.extend(address.map(Subject::Address));
+        if let Some(wait) = limiter.check(&counted, Instant::now()) {
+            return Err(LoginError::TooManyAttempts(wait));
+        }
+        let result = self
+            .check_credentials(&phone, password, by_code, address)
+            .await;
+        match &result {
+            Ok(_) => limiter.succeeded(&phone),
+            // Wrong codes are counted where they are checked (crate::account).
+            Err(LoginError::UnknownPhone(_) | LoginError::WrongPassword) => {
+                limiter.failed(&counted, Instant::now());
+            }
+            Err(_) => {}
+        }
+        let (id, contacts, user) = result?;
+        let ttl = if remember {
+            self.sessions.ttl * 7
+        } else {
+            self.sessions.ttl
+        };
+        let token = self.sessions.key.issue(
+            &Visitor {
+                id,
+                contacts,
+                foreign_schema,
+            },
+            ttl,
+            SystemTime::now(),
+        );
+        let mut out = Map::new();
+        out.insert("User".into(), Json::Object(user));
+        out.insert("token".into(), json!(token));
+        out.insert("remember".into(), json!(remember));
+        if let Some(d) = defaults {
+            out.insert("defaults".into(), d);
+        }
+        Ok((apijet_response::success(out, false), token, ttl))
+    }
+
+    /// The account of `phone` if `password` (or, `by_code`, the login code) is right: its id,
+    /// contacts and `User` row.
+    async fn check_credentials(
+        &self,
+        phone: &Phone,
+        password: String,
+        by_code: bool,
+        address: Option<IpAddr>,
+    ) -> Result<(i64, Vec<i64>, Map<String, Json>), LoginError> {
         let snapshot = self.snapshot();
         let table = |name: &str| {
             snapshot.schema.table(name).cloned().ok_or_else(|| {
@@ -187,26 +223,28 @@ impl AppState {
             })
         };
         let privacy = table("Privacy")?;
-        let select = lookup(
-            &privacy,
-            &["id", "_password"],
-            "phone",
-            Value::Text(phone.clone()),
-        )
-        .map_err(ApiError::from)?;
+        let phone_value = crate::account::phone_value(&privacy, "phone", phone);
+        let select =
+            lookup(&privacy, &["id", "_password"], "phone", phone_value).map_err(ApiError::from)?;
         let rows = fetch_rows(&self.backend, self.dialect.as_ref(), &select, &[])
             .await
             .map_err(ApiError::from)?;
         let Some(row) = rows.first() else {
-            return Err(LoginError::UnknownPhone(phone));
+            return Err(LoginError::UnknownPhone(phone.clone()));
         };
         if by_code {
-            self.check_code(crate::account::CodeType::Login, &phone, &password, true)
-                .await
-                .map_err(LoginError::Code)?;
+            self.check_code(
+                crate::account::CodeType::Login,
+                phone,
+                &password,
+                true,
+                address,
+            )
+            .await
+            .map_err(LoginError::Code)?;
         } else {
             let stored = row.get("_password").and_then(text).unwrap_or_default();
-            if !constant_time_eq(stored.as_bytes(), password.as_bytes()) {
+            if !self.accounts.passwords.matches(stored, password).await {
                 return Err(LoginError::WrongPassword);
             }
         }
@@ -243,29 +281,24 @@ impl AppState {
                     .collect()
             })
             .unwrap_or_default();
-        let ttl = if remember {
-            self.sessions.ttl * 7
-        } else {
-            self.sessions.ttl
-        };
-        let token = self
-            .sessions
-            .key
-            .issue(&Visitor { id, contacts }, ttl, SystemTime::now());
-        let mut out = Map::new();
-        out.insert("User".into(), Json::Object(user));
-        out.insert("token".into(), json!(token));
-        out.insert("remember".into(), json!(remember));
-        if let Some(d) = defaults {
-            out.insert("defaults".into(), d);
-        }
-        Ok((apijet_response::success(out, false), token, ttl))
+        Ok((id, contacts, user))
     }
 }
 
-/// The error answer of a failed login.
-pub fn login_failure(e: &LoginError) -> Json {
-    json!({ "ok": false, "code": e.code(), "msg": e.to_string(), "time": apijet_response::now_ms() })
+impl AppState {
+    /// The error answer of a failed login; database text stays out of it outside debug mode.
+    pub fn login_failure(&self, e: &LoginError) -> Json {
+        match e {
+            LoginError::Api(api) => self.failure(api),
+            LoginError::Code(account) => self.account_failure(account),
+            other => json!({
+                "ok": false,
+                "code": other.code(),
+                "msg": other.to_string(),
+                "time": apijet_response::now_ms()
+            }),
+        }
+    }
 }
 
 /// Not logged in (407), for private calls without a visitor.

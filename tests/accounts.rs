@@ -204,12 +204,27 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
             &json!({"phone": phone, "password": "secret3", "defaults": {"@role": "OWNER"}}),
         );
         assert_eq!(code(&r), 406, "{engine}: {r}");
+        // A schema not served is accepted as the reference accepts it; the login's requests
+        // that would read it are refused by name, unless they name their own @schema.
+        let mut elsewhere = s.client();
         let r = post(
-            &mut s.client(),
+            &mut elsewhere,
             "/login",
             &json!({"phone": phone, "password": "secret3", "defaults": {"@schema": "elsewhere"}}),
         );
-        assert_eq!(code(&r), 406, "{engine}: a schema not served: {r}");
+        assert_eq!(code(&r), 200, "{engine}: a schema not served: {r}");
+        let r = post(&mut elsewhere, "/get", &json!({"User": {"id": 82001}}));
+        assert_eq!(code(&r), 406, "{engine}: {r}");
+        assert!(
+            r["msg"].as_str().is_some_and(|m| m.contains("elsewhere")),
+            "{engine}: {r}"
+        );
+        let r = post(
+            &mut elsewhere,
+            "/get",
+            &json!({"User": {"id": 82001}, "@schema": schema}),
+        );
+        assert_eq!(code(&r), 200, "{engine}: its own @schema: {r}");
     }
 }
 
@@ -281,6 +296,62 @@ fn balance_changes_need_the_owner_and_the_pay_password_on_every_engine() {
             (balance(&mut ada) - (before + 50.5)).abs() < 1e-6,
             "{engine}"
         );
+    }
+}
+
+/// Finding 7: `/put/balance` moves whole cents only, and exactly on every engine (SQLite's
+/// `DECIMAL` holds binary floating point: `balance + 0.1` drifted to `9022.280999999`).
+#[test]
+fn balances_move_in_whole_cents_on_every_engine() {
+    for (engine, url) in demo_databases("balance_cents") {
+        let s = Server::start(&url, HIDDEN);
+        let mut ada = support::ada(&s);
+        // The balance as the database answers it, in cents, refusing any third decimal.
+        let cents = |c: &mut Client| -> i64 {
+            let r = post(
+                c,
+                "/gets",
+                &json!({"Privacy": {"id": 82001}, "tag": "Privacy"}),
+            );
+            let text = match &r["Privacy"]["balance"] {
+                Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+            assert!(fraction.len() <= 2, "{engine}: the balance drifted: {text}");
+            let whole: i64 = whole.parse().expect("digits");
+            whole * 100 + format!("{fraction:0<2}").parse::<i64>().expect("digits")
+        };
+        let put = |c: &mut Client, change: Value| {
+            post(
+                c,
+                "/put/balance",
+                &json!({"Privacy": {"id": 82001, "balance+": change, "_payPassword": "123456"}}),
+            )
+        };
+        let before = cents(&mut ada);
+        for fraction in [json!(0.001), json!(100.005), json!("12.345"), json!("1e2")] {
+            let r = put(&mut ada, fraction.clone());
+            assert_eq!(code(&r), 406, "{engine}: {fraction}: {r}");
+        }
+        let r = post(
+            &mut ada,
+            "/put/balance",
+            &json!({"Privacy": {"id": "82001abc", "balance+": 1, "_payPassword": "123456"}}),
+        );
+        assert_eq!(code(&r), 406, "{engine}: {r}");
+        assert_eq!(cents(&mut ada), before, "{engine}: nothing moved");
+        // Every step is read back: a float addition shows its drift at once.
+        let steps = std::iter::repeat_n((json!(0.1), 10), 10)
+            .chain(std::iter::repeat_n((json!("0.07"), 7), 3))
+            .chain([(json!(-0.3), -30), (json!(1234.56), 123456)]);
+        let mut expected = before;
+        for (change, moved) in steps {
+            let r = put(&mut ada, change.clone());
+            assert_eq!(code(&r), 200, "{engine}: {change}: {r}");
+            expected += moved;
+            assert_eq!(cents(&mut ada), expected, "{engine}: after {change}");
+        }
     }
 }
 

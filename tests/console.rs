@@ -8,228 +8,9 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{free_port, skip, Server};
-
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
-
-/// A chromedriver process and one browser session; both end on drop.
-struct Browser {
-    driver: Child,
-    base: String,
-    session: String,
-    agent: ureq::Agent,
-    profile: std::path::PathBuf,
-}
-
-fn find(names: &[&str]) -> Option<String> {
-    names.iter().find_map(|n| {
-        let p = Path::new(n);
-        if p.is_absolute() {
-            return p.exists().then(|| n.to_string());
-        }
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(n))
-                .find(|p| p.exists())
-                .map(|p| p.display().to_string())
-        })
-    })
-}
-
-impl Browser {
-    fn start() -> Option<Browser> {
-        let chromium = find(&["chromium", "chromium-browser", "google-chrome"])?;
-        let driver_bin = find(&["chromedriver", "/usr/lib/chromium/chromedriver"])?;
-        let port = free_port();
-        let driver = Command::new(driver_bin)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let agent = ureq::Agent::new_with_config(
-            ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(60)))
-                .proxy(None)
-                .build(),
-        );
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while agent.get(format!("{base}/status")).call().is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // One profile per browser: the tests of this file run at the same time.
-        let profile = std::env::temp_dir().join(format!(
-            "apijet-console-profile-{}-{port}",
-            std::process::id()
-        ));
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         "--window-size=1400,860", format!("--user-data-dir={}", profile.display())]
-            }
-        }}});
-        let mut browser = Browser {
-            driver,
-            base,
-            session: String::new(),
-            agent,
-            profile,
-        };
-        let v = browser.call("POST", "/session", Some(caps));
-        browser.session = v["sessionId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no WebDriver session: {v}"))
-            .to_string();
-        Some(browser)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let url = format!("{}{path}", self.base);
-        let res = match method {
-            "GET" => self.agent.get(&url).call(),
-            "DELETE" => self.agent.delete(&url).call(),
-            _ => self
-                .agent
-                .post(&url)
-                .header("Content-Type", "application/json")
-                .send(body.unwrap_or(json!({})).to_string()),
-        };
-        let text = res
-            .expect("WebDriver answers")
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .expect("body");
-        let v: Value = serde_json::from_str(&text).expect("WebDriver JSON");
-        if let Some(err) = v["value"].get("error") {
-            panic!("WebDriver {method} {path}: {err} {}", v["value"]["message"]);
-        }
-        v.get("value").cloned().map_or(v.clone(), |inner| {
-            if path == "/session" {
-                v["value"].clone()
-            } else {
-                inner
-            }
-        })
-    }
-
-    fn s(&self, path: &str) -> String {
-        format!("/session/{}{path}", self.session)
-    }
-
-    fn goto(&self, url: &str) {
-        self.call("POST", &self.s("/url"), Some(json!({"url": url})));
-    }
-
-    fn element(&self, css: &str) -> String {
-        let v = self.call(
-            "POST",
-            &self.s("/element"),
-            Some(json!({"using": "css selector", "value": css})),
-        );
-        v[ELEMENT].as_str().expect("element id").to_string()
-    }
-
-    fn click(&self, css: &str) {
-        let id = self.element(css);
-        self.call("POST", &self.s(&format!("/element/{id}/click")), None);
-    }
-
-    fn clear(&self, css: &str) {
-        let id = self.element(css);
-        self.call("POST", &self.s(&format!("/element/{id}/clear")), None);
-    }
-
-    fn type_text(&self, css: &str, text: &str) {
-        let id = self.element(css);
-        self.call(
-            "POST",
-            &self.s(&format!("/element/{id}/value")),
-            Some(json!({ "text": text })),
-        );
-    }
-
-    fn script(&self, js: &str) -> Value {
-        self.call(
-            "POST",
-            &self.s("/execute/sync"),
-            Some(json!({"script": js, "args": []})),
-        )
-    }
-
-    fn text(&self, css: &str) -> String {
-        let id = self.element(css);
-        self.call("GET", &self.s(&format!("/element/{id}/text")), None)
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    }
-
-    /// Waits until `js` returns a truthy value.
-    fn wait_for(&self, what: &str, js: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let v = self.script(js);
-            if !(v.is_null() || v == false || v == "" || v == 0) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited 20 s for {what}; status: {}",
-                self.text("#status")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn screenshot(&self, path: &str) {
-        use base64::Engine as _;
-        let v = self.call("GET", &self.s("/screenshot"), None);
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(v.as_str().expect("base64"))
-            .expect("png");
-        std::fs::write(path, png).expect("write screenshot");
-    }
-
-    /// The text of the element `css`, including what is hidden (collapsed or another tab).
-    fn content(&self, css: &str) -> String {
-        let js = format!(
-            "const e = document.querySelector({}); return e ? e.textContent : null",
-            json!(css)
-        );
-        self.script(&js).as_str().unwrap_or_default().to_string()
-    }
-
-    /// The answer shown in the Raw tab.
-    fn answer(&self) -> Value {
-        let raw = self.script("return document.getElementById('raw').textContent");
-        serde_json::from_str(raw.as_str().unwrap_or("")).expect("the raw answer is JSON")
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        if !self.session.is_empty() {
-            let _ = self
-                .agent
-                .delete(format!("{}/session/{}", self.base, self.session))
-                .call();
-        }
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
-}
+use serde_json::json;
+use support::browser::Browser;
+use support::{skip, Server};
 
 #[test]
 fn console_runs_public_and_private_requests_in_chromium() {
@@ -482,7 +263,7 @@ fn console_schema_panel_shows_tables_columns_and_roles_in_chromium() {
             "the answer",
             "return document.getElementById('raw').textContent.includes('Moment')",
         );
-        b.screenshot(&path);
+        b.screenshot(std::path::Path::new(&path));
     }
 }
 
@@ -490,7 +271,9 @@ fn console_schema_panel_shows_tables_columns_and_roles_in_chromium() {
 /// answer as it arrives.
 #[test]
 fn console_live_toggle_shows_answers_arriving_in_chromium() {
-    let server = Server::fresh_sqlite("live_interval_ms = 300\nlive_poll_ms = 0\n");
+    let server = Server::fresh_sqlite(
+        "live_interval_ms = 300\nlive_poll_ms = 0\nmetrics_token = \"console-live\"\n",
+    );
     let Some(b) = Browser::start() else {
         skip("console: chromium and chromedriver not found (scripts/test.sh installs them)");
         return;
@@ -533,7 +316,12 @@ fn console_live_toggle_shows_answers_arriving_in_chromium() {
     b.click("#live");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let metrics = server.client().get("/metrics").expect("metrics").text;
+        let metrics = server
+            .client()
+            .with_only_bearer("console-live")
+            .get("/metrics")
+            .expect("metrics")
+            .text;
         let write = ada.post(
             "/put",
             &json!({"Moment": {"id": id, "content": "nobody listens"}, "tag": "Moment"})

@@ -175,17 +175,66 @@ fn http_refusals_are_apijson_envelopes() {
     assert!(r.json().is_ok(), "{}", r.text);
 }
 
+/// hyper answers a request it cannot parse by itself; the answer is an envelope all the same,
+/// its status kept, the connection closed.
+#[test]
+fn requests_the_http_parser_refuses_get_envelopes() {
+    let server = sqlite_server("edge_parser_refusals", "");
+    let url = format!(
+        "/get/{}",
+        "%7B%22User%22%3A%7B%22id%22%3A82001%7D%7D".repeat(100 * 1024 / 40)
+    );
+    let head_of = |status: u16, request: &[u8]| {
+        let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        s.write_all(request).expect("write");
+        let raw = read_until_closed(&mut s, Duration::from_secs(10)).expect("closed");
+        let text = String::from_utf8_lossy(&raw).to_string();
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{status}: {}",
+            &text[..text.len().min(300)]
+        );
+        assert!(text.contains("application/json"), "{text}");
+        let v = body_json(&raw);
+        assert_eq!(
+            (v["ok"].clone(), v["code"].clone()),
+            (false.into(), status.into())
+        );
+        v["msg"].as_str().unwrap_or_default().to_string()
+    };
+    // A 100 KB URL: past the 65,534 bytes a request line may have.
+    let msg = head_of(
+        414,
+        format!("GET {url} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    );
+    assert!(msg.contains("POST"), "{msg}");
+    // A head past hyper's buffer.
+    let big = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600 * 1024)
+    );
+    head_of(431, big.as_bytes());
+    // Not HTTP at all.
+    head_of(400, b"HELLO THERE\r\n\r\n");
+    // The server still answers, and an ordinary answer is untouched.
+    let r = server.post_json("/get", &serde_json::json!({"User": {"id": 82001}}));
+    assert_eq!(r["User"]["id"], 82001, "{r}");
+}
+
 #[test]
 fn the_connection_cap_holds() {
     let server = sqlite_server(
         "edge_cap",
-        "max_connections = 3\nheader_timeout_ms = 20000\nidle_timeout_ms = 20000\n",
+        "max_connections = 3\nheader_timeout_ms = 20000\nidle_timeout_ms = 20000\n\
+         metrics_token = \"edge\"\n",
     );
     // Wait until the start-up probes' connections are gone: only the asking one is open.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer edge\r\nConnection: close\r\n\r\n",
+        )
             .expect("write");
         let raw = read_until_closed(&mut s, Duration::from_secs(5)).expect("metrics");
         let open = String::from_utf8_lossy(&raw).lines().find_map(|l| {

@@ -163,9 +163,15 @@ fn writes_by_another_program_reach_subscribers_through_the_triggers_on_postgres(
     assert_eq!(got["Moment"]["content"], "written by psql", "{got}");
 }
 
+/// The token `/metrics` asks for in these tests.
+const METRICS_TOKEN: &str = "live-metrics";
+
 /// The value of one metric in `/metrics`.
 fn metric(s: &Server, name: &str) -> f64 {
-    let text = s.client().get("/metrics").expect("metrics").text;
+    let text = support::client_with_bearer(s, METRICS_TOKEN)
+        .get("/metrics")
+        .expect("metrics")
+        .text;
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
         .and_then(|v| v.trim().parse().ok())
@@ -174,7 +180,9 @@ fn metric(s: &Server, name: &str) -> f64 {
 
 #[test]
 fn identical_subscriptions_share_one_result_and_unchanged_answers_are_not_sent() {
-    let s = Server::fresh_sqlite(MARKS_ONLY);
+    let s = Server::fresh_sqlite(&format!(
+        "{MARKS_ONLY}metrics_token = \"{METRICS_TOKEN}\"\n"
+    ));
     let (id, req) = adas_moment(&s);
     let other = r#"{"User":{"id":82002,"@column":"id,name"}}"#;
     let mut same: Vec<Events> = (0..3)

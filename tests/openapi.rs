@@ -1,6 +1,8 @@
 //! `/openapi.json` validates as OpenAPI 3.1 with a standard validator (Python's
 //! openapi-spec-validator, which `scripts/test.sh` installs) and says what the schema cache, the
-//! Access rows and the Request rows say, on every engine.
+//! Access rows and the Request rows say, on every engine: publicly without system tables, `_`
+//! columns and Request structures, in debug mode with the structures too (who may read it at
+//! all: tests/exposure.rs).
 
 mod support;
 
@@ -78,20 +80,50 @@ fn openapi_document_validates_and_follows_the_schema() {
             "{engine}: {privacy_get:?}"
         );
         // System tables stay hidden outside debug mode.
-        assert!(schemas.get("Access").is_none() && schemas.get("Request").is_none());
-        // Request rows: the structures of private methods, per method and tag.
+        for system in ["Access", "Request", "Function", "Verify", "Document"] {
+            assert!(schemas.get(system).is_none(), "{engine}: {system}");
+        }
+        // Request rows: the tags a client calls, without their structures.
         let paths = doc["paths"].as_object().expect("paths");
         for p in [
-            "/get", "/gets", "/post", "/put", "/delete", "/crud", "/login", "/health", "/metrics",
+            "/get", "/gets", "/post", "/put", "/delete", "/crud", "/login", "/health",
         ] {
             assert!(paths.contains_key(p), "{engine}: no {p}");
         }
-        let post_moment = &paths.get("/post/Moment").unwrap_or_else(|| {
-            panic!(
-                "{engine}: no /post/Moment in {:?}",
-                paths.keys().collect::<Vec<_>>()
-            )
-        })["post"];
-        assert!(post_moment["x-apijson-requests"][0]["structure"].is_object());
+        assert!(!paths.contains_key("/metrics"), "{engine}");
+        assert!(
+            paths.contains_key("/post/Moment"),
+            "{engine}: no /post/Moment in {:?}",
+            paths.keys().collect::<Vec<_>>()
+        );
+        for leak in [
+            "\"x-apijson-requests\":",
+            "\"structure\"",
+            "_password",
+            "_payPassword",
+        ] {
+            assert!(
+                !reply.text.contains(leak),
+                "{engine}: {leak} in the public document"
+            );
+        }
+
+        // In debug mode: the structures of private methods, per method and tag.
+        drop(server);
+        let server = Server::start(&url, "debug = true\nopenapi = \"debug\"\n");
+        let reply = server.client().get("/openapi.json").expect("openapi");
+        validate(&python, &reply.text, server.dir())
+            .unwrap_or_else(|e| panic!("{engine}: debug /openapi.json is not valid:\n{e}"));
+        let doc: Value = serde_json::from_str(&reply.text).expect("json");
+        let post_moment = &doc["paths"]["/post/Moment"]["post"];
+        assert!(
+            post_moment["x-apijson-requests"][0]["structure"].is_object(),
+            "{engine}: {post_moment}"
+        );
+        let privacy = &doc["components"]["schemas"]["Privacy"]["properties"];
+        assert!(
+            privacy.get("phone").is_some() && privacy.get("_password").is_none(),
+            "{engine}: never _ columns: {privacy}"
+        );
     }
 }

@@ -99,7 +99,7 @@ fn sigterm_lets_a_queued_insert_in_flight_commit() {
 #[test]
 fn health_ready_metrics_and_request_ids_on_every_engine() {
     for (engine, url) in demo_databases("ops_observe") {
-        let server = Server::start(&url, "");
+        let server = Server::start(&url, "metrics_token = \"ops\"\n");
         let mut c = server.client();
         let health = c.get("/health").expect("health");
         assert_eq!(health.status, 200, "{engine}");
@@ -128,7 +128,11 @@ fn health_ready_metrics_and_request_ids_on_every_engine() {
         );
         assert_eq!(posted["code"], 200, "{engine}: {posted}");
 
-        let m = c.get("/metrics").expect("metrics");
+        let m = server
+            .client()
+            .with_only_bearer("ops")
+            .get("/metrics")
+            .expect("metrics");
         assert_eq!(m.status, 200);
         assert!(m
             .header("content-type")

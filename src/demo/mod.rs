@@ -11,12 +11,13 @@
 //! | `Moment`          | `Moment`  | 100  | posts, ids 1001–1100                         |
 //! | `Comment`         | `Comment` | 300  | comments and replies, ids 5001–5300          |
 //! | `Access`          |           | 9    | role policy per table and method             |
-//! | `Request`         |           | 18   | allowed shapes of private requests           |
+//! | `Request`         |           | 17   | allowed shapes of private requests           |
 //! | `Function`        |           | 6    | callable remote functions                    |
 //! | `Verify`          |           | 0    | verification codes of the account endpoints  |
 //! | `Document`        |           | 1    | `/router/{method}/{tag}` request templates   |
 //!
-//! Demo logins: phone `130000` + user id (e.g. `13000082001`), password `123456` for all.
+//! Demo logins: phone `130000` + user id (e.g. `13000082001`), password `123456` for all
+//! (stored as an argon2id hash, as every password apijet sets).
 //!
 //! The statements are generated, not stored, so each engine gets its own quoting and types
 //! from one description; a fixed-seed PRNG makes the rows identical everywhere.

@@ -5,9 +5,8 @@
 //! all have something to bite on; several `tag`s are NULL for `tag{}` null tests.
 //!
 //! Login: phone `130000` + id (e.g. 13000082001 for user 82001), password `123456` for
-//! everyone. The passwords are stored as plain text on purpose, exactly like the APIJSON demo
-//! database, so that the reference login flow works unchanged: this is demo data, not a model
-//! for storing real credentials.
+//! everyone. Passwords are stored as argon2id hashes, as apijet stores every password it sets
+//! (`crate::account`); a read that slips past a rule hands out no reusable password.
 
 use serde_json::json;
 
@@ -16,6 +15,30 @@ use super::sql::Lit;
 
 /// The demo password of every user (login and pay password).
 pub const PASSWORD: &str = "123456";
+
+/// The salt of the demo's password hashes: fixed, so the rows are the same on every engine
+/// and in every load.
+const PASSWORD_SALT: &[u8] = b"apijet-demo-salt";
+
+/// The argon2id hash of `password` as the demo stores it. Every user shares the published
+/// password, so one salt serves them all; hashing once per distinct password keeps a demo
+/// load as fast as before (a hash is deliberate work).
+pub fn password_hash(password: &str) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static HASHES: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let mut hashes = HASHES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    hashes
+        .entry(password.to_string())
+        .or_insert_with(|| {
+            apijet_auth::password::hash_with_salt(password, PASSWORD_SALT)
+                .unwrap_or_else(|e| unreachable!("a fixed salt always hashes: {e}"))
+        })
+        .clone()
+}
 
 /// How a user's `contactIdList` is filled.
 #[derive(Debug, Clone, Copy)]
@@ -186,8 +209,8 @@ pub fn privacy_rows(rng: &mut Rng) -> Vec<Vec<Lit>> {
                 Lit::s(phone(person.id)),
                 Lit::s(email),
                 Lit::Cents(cents),
-                Lit::s(PASSWORD),
-                Lit::s(PASSWORD),
+                Lit::s(password_hash(PASSWORD)),
+                Lit::s(password_hash(PASSWORD)),
             ]
         })
         .collect()

@@ -68,6 +68,9 @@ pub enum Def {
     Str(&'static str),
     /// The current UTC time, so rows POSTed without a `date` still get one.
     Now,
+    /// The stored form of a password (`super::people::password_hash`): a new account's
+    /// default pay password is hashed like every other.
+    Password(&'static str),
 }
 
 /// One column.
@@ -153,6 +156,10 @@ fn column_sql(engine: Engine, c: &Col) -> String {
         Def::None => {}
         Def::Int(n) => sql.push_str(&format!(" DEFAULT {n}")),
         Def::Str(s) => sql.push_str(&format!(" DEFAULT {}", quote_str(engine, s))),
+        Def::Password(p) => sql.push_str(&format!(
+            " DEFAULT {}",
+            quote_str(engine, &super::people::password_hash(p))
+        )),
         // SQLite's CURRENT_TIMESTAMP is UTC text in our format. PostgreSQL's would follow the
         // session time zone and carry microseconds, so it is converted to UTC and cut to whole
         // seconds like the other engines'. MySQL's follows the session `time_zone`, which the
@@ -189,8 +196,12 @@ pub const USER: Table = Table {
     unique: &[],
 };
 
+/// Width of the password columns: an argon2id PHC string with room for larger parameters.
+pub const PASSWORD_WIDTH: u32 = 255;
+
 /// `apijson_privacy`: the private half of a user (same id), API name `Privacy`.
-/// Columns starting with `_` never leave the server (protocol §15.5).
+/// Columns starting with `_` never leave the server (protocol §15.5). The password columns hold
+/// argon2id PHC strings (about 97 characters; the APIJSON demo's `varchar(20)` held plain text).
 pub const PRIVACY: Table = Table {
     name: "apijson_privacy",
     cols: &[
@@ -199,8 +210,12 @@ pub const PRIVACY: Table = Table {
         req("phone", Ty::Varchar(20), Def::None),
         req("email", Ty::Varchar(100), Def::Str("")),
         req("balance", Ty::Decimal, Def::Str("0.00")),
-        req("_password", Ty::Varchar(20), Def::None),
-        req("_payPassword", Ty::Varchar(20), Def::Str("123456")),
+        req("_password", Ty::Varchar(PASSWORD_WIDTH), Def::None),
+        req(
+            "_payPassword",
+            Ty::Varchar(PASSWORD_WIDTH),
+            Def::Password(super::people::PASSWORD),
+        ),
     ],
     unique: &["phone"],
 };

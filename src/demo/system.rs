@@ -268,19 +268,20 @@ fn request_list() -> Vec<RequestRow> {
         (
             "HEADS",
             "Privacy",
-            json!({"MUST": "id", "REFUSE": "!_password,!", "UPDATE": owner}),
-            "Count your own row, optionally with _password: a password check.",
+            json!({"MUST": "id", "REFUSE": "!", "UPDATE": owner}),
+            "Count your own row. Passwords are stored hashed, so no condition can check one: \
+             /login and /put/password do.",
         ),
         (
             "PUT",
             "Privacy",
             json!({
                 "MUST": "id",
-                "REFUSE": "certified,balance",
-                "VERIFY": {"_password[{}": ">=6"},
+                "REFUSE": "certified,balance,_password,_payPassword",
                 "UPDATE": owner
             }),
-            "Change your own phone, email or passwords; balance has its own tag.",
+            "Change your own phone or email. Passwords change through /put/password, which \
+             hashes them; the balance through /put/balance (or tag balance+).",
         ),
         (
             "PUT",
@@ -300,19 +301,6 @@ fn request_list() -> Vec<RequestRow> {
             "moments",
             json!({}),
             "/router/get/moments: the Document template's page of moments; any page.",
-        ),
-        (
-            "PUT",
-            "balance-",
-            json!({
-                "Privacy": {
-                    "MUST": "id,balance-,_password",
-                    "REFUSE": "!",
-                    "VERIFY": {"balance-&{}": ">0,<=10000"},
-                    "UPDATE": {"@role": "OWNER", "@combine": "_password"}
-                }
-            }),
-            "Withdraw at most 10000 at a time; the login password is checked in the WHERE.",
         ),
         (
             "PUT",

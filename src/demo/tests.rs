@@ -100,7 +100,7 @@ fn sqlite_loads_the_expected_rows() {
         ("Moment", 100),
         ("Comment", 300),
         ("Access", 9),
-        ("Request", 18),
+        ("Request", 17),
         ("Function", 6),
         ("Verify", 0),
         ("Document", 1),
@@ -157,7 +157,7 @@ fn json_cells_are_valid_json() {
                 "SELECT count(*) FROM Moment WHERE json_type(pictureList) = 'array'",
             ),
             (
-                18,
+                17,
                 "SELECT count(*) FROM Request WHERE json_type(structure) = 'object'",
             ),
             (
@@ -175,6 +175,48 @@ fn json_cells_are_valid_json() {
     );
 }
 
+/// Passwords at rest: every stored password (and a new account's default pay password) is an
+/// argon2id hash that checks the published demo password.
+#[test]
+fn demo_passwords_are_stored_as_argon2id_hashes() {
+    let conn = loaded();
+    let mut stmt = conn
+        .prepare("SELECT _password, \"_payPassword\" FROM apijson_privacy")
+        .expect("prepare");
+    let rows: Vec<(String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(rows.len(), 30);
+    for (password, pay) in rows {
+        for stored in [password, pay] {
+            assert!(apijet_auth::password::is_hash(&stored), "{stored}");
+            assert!(apijet_auth::password::matches(
+                &stored,
+                super::people::PASSWORD
+            ));
+            assert!(!apijet_auth::password::matches(&stored, "654321"));
+        }
+    }
+    conn.execute(
+        "INSERT INTO apijson_privacy (id, phone, _password) VALUES (1, '13900000001', 'x')",
+        [],
+    )
+    .expect("insert without a pay password");
+    let pay: String = conn
+        .query_row(
+            "SELECT \"_payPassword\" FROM apijson_privacy WHERE id = 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("default");
+    assert!(
+        apijet_auth::password::matches(&pay, super::people::PASSWORD),
+        "{pay}"
+    );
+}
+
 #[test]
 fn demo_login_and_policy() {
     let conn = loaded();
@@ -184,11 +226,13 @@ fn demo_login_and_policy() {
             (
                 1,
                 "SELECT count(*) FROM apijson_privacy p JOIN apijson_user u ON u.id = p.id \
-                WHERE p.phone = '13000082001' AND p._password = '123456' AND u.name = 'Ada'",
+                WHERE p.phone = '13000082001' AND u.name = 'Ada'",
             ),
             (
-                30,
-                "SELECT count(*) FROM apijson_privacy WHERE _password = '123456'",
+                0,
+                "SELECT count(*) FROM apijson_privacy \
+                WHERE _password = '123456' OR \"_payPassword\" = '123456' \
+                OR _password NOT LIKE '$argon2id$%' OR \"_payPassword\" NOT LIKE '$argon2id$%'",
             ),
             (
                 30,

@@ -48,7 +48,12 @@ pub async fn refetch(
 /// What the query's GET (or GETS, HEAD, HEADS) answers now, and what that read depends on.
 pub async fn read_once(state: &AppState, query: &Query) -> (Json, Reads) {
     let reads = Mutex::new(Reads::default());
-    let answer = match answer(state, query, &reads).await {
+    let mut watch = apijet_exec::cancel::current();
+    if query.visitor.is_none() {
+        // The statements of a visitor who is not logged in stop as their GET's do.
+        watch = watch.with_timeout(state.anonymous.timeout, "anonymous_statement_timeout_ms");
+    }
+    let answer = match apijet_exec::cancel::watched(watch, answer(state, query, &reads)).await {
         Ok(a) => a,
         Err(e) => state.failure(&e),
     };
@@ -60,6 +65,7 @@ pub async fn read_once(state: &AppState, query: &Query) -> (Json, Reads) {
 
 async fn answer(state: &AppState, query: &Query, reads: &Mutex<Reads>) -> Result<Json, ApiError> {
     let visitor = query.visitor.as_ref();
+    crate::app::check_login_schema(visitor, &query.map, &state.options)?;
     if !query.method.is_public() && visitor.is_none() {
         return Err(PlanError::NotLoggedIn.into());
     }

@@ -163,7 +163,7 @@ async fn subscribe(
                      live_max_per_visitor): close one first"
                 ),
             };
-            return json_answer(&s.failure(&ApiError::TooMany(msg)));
+            return json_answer(&s.failure(&ApiError::TooManyRequests(msg)));
         }
     };
     let query = Query {

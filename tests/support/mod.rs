@@ -7,6 +7,7 @@
 //! - [`Server`]: an `apijet serve` child process on a free port with a given TOML config, killed
 //!   when dropped (also when the test panics).
 //! - [`Client`]: a small HTTP client on `ureq` that keeps the cookies and bearer token of a login.
+//! - [`browser::Browser`]: headless Chromium through chromedriver.
 #![allow(dead_code)]
 
 use std::fs;
@@ -20,7 +21,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-mod client;
+pub mod browser;
+pub mod client;
+pub mod static_files;
 pub use client::Client;
 mod events;
 #[allow(unused_imports)]
@@ -421,6 +424,17 @@ impl Server {
         self.proc_status_kib("VmHWM:")
     }
 
+    /// The CPU time the server has used so far, in seconds (Linux `/proc`, 100 ticks a
+    /// second), `None` where it cannot be read.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // The fields after the command name (which may hold spaces) in parentheses.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / 100.0)
+    }
+
     fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         status
@@ -569,6 +583,11 @@ pub fn post(c: &mut Client, path: &str, body: &Value) -> Value {
         .expect("json")
 }
 
+/// A client that sends `Authorization: Bearer token` (`/metrics` behind `metrics_token`).
+pub fn client_with_bearer(s: &Server, token: &str) -> Client {
+    s.client().with_only_bearer(token)
+}
+
 /// A client logged in as Ada (user 82001 of the demo dataset).
 pub fn ada(s: &Server) -> Client {
     let mut c = s.client();
@@ -583,4 +602,30 @@ pub fn skip(reason: &str) {
         panic!("CI=true and a test stage cannot run: {reason}");
     }
     eprintln!("\n*** SKIPPED: {reason} ***\n");
+}
+
+/// The APIJSON demo database (`../shared/apijson/load-demo-db`: phones as `bigint`, plain-text
+/// passwords in `varchar(20)`), loaded fresh as database `apijet_it_<test>` into MariaDB and,
+/// when the rig has it, PostgreSQL: `(engine, url)` per engine. Empty (with [`skip`]) where
+/// MariaDB or the loader is missing.
+pub fn apijson_demo_databases(test: &str) -> Vec<(&'static str, String)> {
+    let Some(mysql_args) = Engine::Mysql.client_args() else {
+        skip(&format!(
+            "{test}: MariaDB not provided: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    };
+    if !shared_dir().join("apijson").join("load-demo-db").exists() {
+        skip(&format!(
+            "{test}: ../shared/apijson/load-demo-db not found: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    }
+    let database = format!("apijet_it_{test}");
+    let psql_args = Engine::Postgres.client_args();
+    load_demo_db(&database, &mysql_args, psql_args.as_deref()).expect("the APIJSON demo database");
+    Engine::ALL
+        .iter()
+        .filter_map(|e| Some((e.name(), with_database(&e.url()?, &database))))
+        .collect()
 }

@@ -7,8 +7,16 @@
 //! rest. Being stateless, a token stays valid until it expires: logout clears the cookie.
 //!
 //! Format: `v1.<base64url(JSON payload)>.<base64url(HMAC-SHA256 of the first two parts)>`.
+//!
+//! Beside the token: [`Phone`], the one spelling of a login identity, and [`password`], how
+//! passwords are stored and checked.
 
 #![deny(missing_docs)]
+
+pub mod password;
+mod phone;
+
+pub use phone::{Phone, PhoneError};
 
 use apijet_core::Visitor;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -72,8 +80,11 @@ impl TokenKey {
 
     /// A token for `visitor`, valid for `ttl` from `now`.
     pub fn issue(&self, visitor: &Visitor, ttl: Duration, now: SystemTime) -> String {
-        let payload =
+        let mut payload =
             json!({ "sub": visitor.id, "contacts": visitor.contacts, "exp": unix(now + ttl) });
+        if let Some(schema) = &visitor.foreign_schema {
+            payload["schema"] = json!(schema);
+        }
         let body = format!("v1.{}", URL_SAFE_NO_PAD.encode(payload.to_string()));
         let mut mac = self.mac();
         mac.update(body.as_bytes());
@@ -115,8 +126,13 @@ impl TokenKey {
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_i64).collect())
             .unwrap_or_default();
+        let foreign_schema = v["schema"].as_str().map(str::to_string);
         Ok((
-            Visitor { id, contacts },
+            Visitor {
+                id,
+                contacts,
+                foreign_schema,
+            },
             UNIX_EPOCH + Duration::from_secs(exp),
         ))
     }
@@ -139,6 +155,7 @@ mod tests {
         Visitor {
             id: 82001,
             contacts: vec![82002, 82003],
+            foreign_schema: None,
         }
     }
 
@@ -148,6 +165,12 @@ mod tests {
         let token = TokenKey::new(b"shared secret").issue(&visitor(), Duration::from_secs(60), now);
         let other_instance = TokenKey::new(b"shared secret");
         assert_eq!(other_instance.verify(&token, now), Ok(visitor()));
+        let elsewhere = Visitor {
+            foreign_schema: Some("sys".into()),
+            ..visitor()
+        };
+        let token = TokenKey::new(b"shared secret").issue(&elsewhere, Duration::from_secs(60), now);
+        assert_eq!(other_instance.verify(&token, now), Ok(elsewhere));
     }
 
     #[test]

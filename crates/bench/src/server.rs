@@ -29,6 +29,8 @@ impl ServerConfig {
              max_body_bytes = 8388608\n\
              max_batch = 1000\n\
              statement_timeout_ms = 0\n\
+             anonymous_statement_timeout_ms = 0\n\
+             anonymous_reads_per_address = 0\n\
              token_secret = \"apijet-bench-secret\"\n\
              write_queue = {}\n{}",
             self.max_count.max(100),

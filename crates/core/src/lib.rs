@@ -209,4 +209,8 @@ pub struct Visitor {
     pub id: i64,
     /// The ids of the visitor's contacts.
     pub contacts: Vec<i64>,
+    /// The schema the login's `defaults` named, when it is not one the server serves: the
+    /// reference applies it to every later request of the login, so those without a
+    /// `@schema` of their own are refused, naming it.
+    pub foreign_schema: Option<String>,
 }

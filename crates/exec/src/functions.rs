@@ -62,6 +62,21 @@ fn same(a: &Json, b: &Json) -> bool {
     }
 }
 
+/// A value as the reference's `getString` reads it: text as it is, null as nothing.
+fn text_of(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        Json::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// `name(arguments)` of a `Function` row.
+fn function_call(obj: &Map<String, Json>) -> String {
+    let text = |k: &str| obj.get(k).map_or(String::new(), text_of);
+    format!("{}({})", text("name"), text("arguments").trim())
+}
+
 /// Runs `call` against `obj`; `Ok(None)` means the key is left out.
 pub fn call(
     call: &str,
@@ -205,6 +220,31 @@ pub fn call(
             }
             Json::Null
         }
+        // The docs of a `Function` row (APIAuto's data dictionary): its demo request, with a
+        // `"result()"` call of the function added when the demo has none, and its detail
+        // after the call's signature, as the reference's framework answers them.
+        "getFunctionDemo" => {
+            arity(0)?;
+            let mut demo = match obj.get("demo") {
+                Some(Json::Object(m)) => m.clone(),
+                Some(Json::String(s)) => match serde_json::from_str(s) {
+                    Ok(Json::Object(m)) => m,
+                    _ => Map::new(),
+                },
+                _ => Map::new(),
+            };
+            // The reference's JSON writer leaves null members out.
+            demo.retain(|_, v| !v.is_null());
+            if !demo.contains_key("result()") {
+                demo.insert("result()".into(), Json::String(function_call(obj)));
+            }
+            Json::Object(demo)
+        }
+        "getFunctionDetail" => {
+            arity(0)?;
+            let detail = obj.get("detail").map_or(String::new(), text_of);
+            Json::String(format!("{}: {}", function_call(obj), detail.trim()))
+        }
         "getCurrentUserId" => visitor.map_or(Json::Null, |v| Json::from(v.id)),
         "getCurrentUserIdAsList" => visitor.map_or(Json::Null, |v| Json::from(vec![v.id])),
         "getCurrentContactIdList" => visitor.map_or(Json::Null, |v| Json::from(v.contacts.clone())),
@@ -233,6 +273,31 @@ mod tests {
         assert_eq!(
             call("countArray(praiseUserIdList)", obj, None).expect("ok"),
             Some(json!(2))
+        );
+    }
+
+    #[test]
+    fn function_rows_answer_their_demo_and_detail() {
+        let obj = json!({"name": "isContain", "arguments": "array,value ", "detail": " 判断 ",
+            "demo": "{\"array\": [1, 2], \"value\": 2}"});
+        let obj = obj.as_object().expect("object");
+        assert_eq!(
+            call("getFunctionDemo()", obj, None).expect("ok"),
+            Some(json!({"array": [1, 2], "value": 2, "result()": "isContain(array,value)"}))
+        );
+        assert_eq!(
+            call("getFunctionDetail()", obj, None).expect("ok"),
+            Some(json!("isContain(array,value): 判断"))
+        );
+        let given = json!({"name": "f", "demo": {"result()": "f(1)"}});
+        let given = given.as_object().expect("object");
+        assert_eq!(
+            call("getFunctionDemo()", given, None).expect("ok"),
+            Some(json!({"result()": "f(1)"}))
+        );
+        assert_eq!(
+            call("getFunctionDetail()", given, None).expect("ok"),
+            Some(json!("f(): "))
         );
     }
 

@@ -4,7 +4,9 @@ use crate::backend::Backend;
 use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::{Engine, Method, Role};
-use apijet_plan::schema::{method_index, Column, ColumnKind, SchemaCache, Table, SYSTEM_TABLES};
+use apijet_plan::schema::{
+    method_index, CatalogView, Column, ColumnKind, SchemaCache, Table, SYSTEM_TABLES,
+};
 use apijet_sql::Statement;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -29,6 +31,74 @@ const MYSQL_COLUMNS_WITH_CHECKS: &str = "SELECT c.TABLE_NAME AS t, c.COLUMN_NAME
 const MYSQL_COLUMNS: &str = "SELECT c.TABLE_NAME AS t, c.COLUMN_NAME AS c, c.DATA_TYPE AS ty, \
      0 AS j FROM information_schema.COLUMNS AS c WHERE c.TABLE_SCHEMA = DATABASE() \
      ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION";
+
+/// The columns of a catalogue view, under the lower-case names the reference's clients use
+/// (MariaDB's `information_schema` spells them in capitals and matches them in any case).
+/// PostgreSQL's catalogue columns of internal types (arrays, `pg_node_tree`, `regproc`, …)
+/// are left out: they have no JSON form.
+async fn catalog_columns(backend: &Backend, view: CatalogView) -> Result<Vec<Column>, ExecError> {
+    let sql = match backend.engine() {
+        Engine::Sqlite => {
+            let columns = apijet_sql::catalog::sqlite_columns(view).unwrap_or_default();
+            return Ok(columns
+                .iter()
+                .map(|(name, kind)| Column {
+                    name: name.to_string(),
+                    kind: *kind,
+                })
+                .collect());
+        }
+        Engine::Postgres => format!(
+            "SELECT column_name AS c, data_type AS ty FROM information_schema.columns \
+             WHERE table_schema = '{}' AND table_name = '{}' ORDER BY ordinal_position",
+            view.schema_name(),
+            view.table_name()
+        ),
+        Engine::MySql => format!(
+            "SELECT LOWER(COLUMN_NAME) AS c, DATA_TYPE AS ty FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = 'information_schema' AND UPPER(TABLE_NAME) = '{}' \
+             ORDER BY ORDINAL_POSITION",
+            view.table_name().to_ascii_uppercase()
+        ),
+    };
+    let mut out = Vec::new();
+    for r in rows(backend, &sql, &[]).await? {
+        let (Some(name), Some(ty)) = (
+            r.get("c").and_then(Json::as_str),
+            r.get("ty").and_then(Json::as_str),
+        ) else {
+            continue;
+        };
+        let kind = kind_of(ty);
+        if kind == ColumnKind::Other && !matches!(ty, "name" | "oid") {
+            continue;
+        }
+        out.push(Column {
+            name: name.to_string(),
+            kind,
+        });
+    }
+    for (name, kind) in apijet_sql::catalog::added_columns(backend.engine(), view) {
+        out.push(Column {
+            name: name.to_string(),
+            kind: *kind,
+        });
+    }
+    Ok(out)
+}
+
+/// Whose catalogue an `Access` alias of the reference names, when apijet's engine has none
+/// like it (the reference's SQL Server, Oracle and PostgreSQL views).
+fn other_engines_catalogue(alias: &str) -> Option<&'static str> {
+    Some(match alias {
+        "SysTable" | "SysColumn" | "ExtendedProperty" => "a view of SQL Server's sys catalogue",
+        "AllTable" | "AllColumn" | "AllTableComment" | "AllColumnComment" => {
+            "a view of Oracle's ALL_ catalogue"
+        }
+        "PgClass" | "PgAttribute" => "a view of PostgreSQL's pg_catalog",
+        _ => return None,
+    })
+}
 
 async fn rows(
     backend: &Backend,
@@ -152,11 +222,25 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
             .and_then(Json::as_str)
             .filter(|a| !a.is_empty())
             .unwrap_or(name);
-        let Some(columns) = tables.get(name) else {
-            cache.warnings.push(format!(
-                "Access row {id}: table {name} does not exist, skipped"
-            ));
-            continue;
+        let view = match tables.contains_key(name) {
+            true => None,
+            false => CatalogView::of(api_name, name, backend.engine()),
+        };
+        let columns = match (tables.get(name), view) {
+            (Some(columns), _) => columns.clone(),
+            (None, Some(view)) => catalog_columns(backend, view).await?,
+            (None, None) => {
+                cache
+                    .warnings
+                    .push(match other_engines_catalogue(api_name) {
+                        Some(whose) => format!(
+                            "Access row {id}: {api_name} is {whose}, which this engine does not \
+                         have, skipped"
+                        ),
+                        None => format!("Access row {id}: table {name} does not exist, skipped"),
+                    });
+                continue;
+            }
         };
         let mut access: [Vec<Role>; 7] = Default::default();
         let mut broken = None;
@@ -173,14 +257,18 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
         debug_assert_eq!(method_index(Method::Delete), 6);
         let debug_only = matches!(row.get("debug"), Some(Json::Number(n)) if n.as_i64() == Some(1))
             || matches!(row.get("debug"), Some(Json::Bool(true)));
-        cache.insert(Table {
+        let table = Table {
             api_name: api_name.to_string(),
             sql_name: name.to_string(),
-            columns: columns.clone(),
+            columns,
             access: Some(access),
             debug_only,
             system: SYSTEM_TABLES.contains(&name),
-        });
+        };
+        match view {
+            Some(view) => cache.insert_catalog_view(table, view),
+            None => cache.insert(table),
+        }
     }
     Ok(cache)
 }

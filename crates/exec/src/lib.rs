@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod cancel;
 pub mod cell;
 mod functions;
 pub mod ids;
@@ -38,6 +39,8 @@ pub enum DbErrorKind {
     Constraint,
     /// Statement timeout or lock wait.
     Timeout,
+    /// A value larger than the engine was allowed to make (`max_answer_bytes`).
+    TooLarge,
     /// A regular expression the engine cannot compile (a client's `k~` value).
     BadPattern,
     /// A function or type this engine does not have (`now()` on SQLite, a cast type).
@@ -70,6 +73,17 @@ pub enum ExecError {
     /// The client went away while rows were being sent.
     #[error("the client closed the connection")]
     ClientGone,
+    /// A statement ran past the request's own timeout and was stopped.
+    #[error(
+        "a statement of this request ran longer than {setting} allows ({ms} ms) and was \
+         stopped: ask for less (conditions on indexed columns, fewer rows to group or sort)"
+    )]
+    Timeout {
+        /// The setting that gives the timeout.
+        setting: &'static str,
+        /// Its value in milliseconds.
+        ms: u64,
+    },
     /// A remote function that is not registered.
     #[error("remote function {0} is not allowed")]
     FunctionNotAllowed(String),

@@ -52,7 +52,13 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
     if !plain || a.join.is_some() || !(unwrapped || a.key.name.is_empty()) {
         return Ok(None);
     }
-    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    let customs =
+        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
+    if !customs.is_empty() {
+        // Custom root keys are echoed after the list: the general read answers them.
+        return Ok(None);
+    }
     let opts = env.options;
     let paging = array::paging(a, &member.key, opts.max_count, opts.max_page)?;
     if paging.mode != QueryMode::Rows {

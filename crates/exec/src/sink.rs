@@ -12,9 +12,26 @@ use std::future::Future;
 /// Why a sink stopped taking rows.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
-    /// The client went away.
+    /// The client went away (or a buffering sink reached its budget and says so itself).
     #[error("the client closed the connection")]
     Closed,
+    /// The answer would pass `max_answer_bytes` (the value) with the next row.
+    #[error(
+        "the answer would be larger than max_answer_bytes ({0} bytes): ask for fewer rows or \
+         columns, or shorter values"
+    )]
+    TooLarge(usize),
+}
+
+impl From<SinkError> for crate::ExecError {
+    fn from(e: SinkError) -> Self {
+        match e {
+            SinkError::Closed => crate::ExecError::ClientGone,
+            too_large @ SinkError::TooLarge(_) => {
+                crate::ExecError::Plan(apijet_plan::PlanError::Limit(too_large.to_string()))
+            }
+        }
+    }
 }
 
 /// Receives the rows of one statement.
@@ -95,6 +112,17 @@ pub fn approx_bytes(cell: &Cell<'_>) -> usize {
     }
 }
 
+/// About how many bytes a row adds to a JSON answer (NULL columns are left out), given the
+/// lengths of its column names in order.
+pub fn row_bytes(cells: &[Cell<'_>], name_lengths: impl Iterator<Item = usize>) -> usize {
+    cells
+        .iter()
+        .zip(name_lengths)
+        .filter(|(cell, _)| !matches!(cell, Cell::Null))
+        .map(|(cell, name)| name + 4 + approx_bytes(cell))
+        .sum()
+}
+
 impl RowSink for CollectSink {
     fn columns(&mut self, names: &[String]) {
         self.json = names
@@ -105,23 +133,25 @@ impl RowSink for CollectSink {
     }
 
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
+        // Measured before anything is copied: a cell past the budget is never buffered.
+        let size = row_bytes(cells, self.names.iter().map(String::len));
+        if self.rows.len() >= self.max_rows || self.bytes.saturating_add(size) > self.max_bytes {
+            self.over_budget = true;
+            return Err(SinkError::Closed);
+        }
+        self.bytes += size;
         let mut obj = Map::with_capacity(cells.len());
         for (i, cell) in cells.iter().enumerate() {
             if matches!(cell, Cell::Null) {
                 continue;
             }
             let name = self.names.get(i).cloned().unwrap_or_default();
-            self.bytes += name.len() + 4 + approx_bytes(cell);
             obj.insert(
                 name,
                 cell.to_json(self.json.get(i).copied().unwrap_or(false)),
             );
         }
         self.rows.push(obj);
-        if self.rows.len() > self.max_rows || self.bytes > self.max_bytes {
-            self.over_budget = true;
-            return Err(SinkError::Closed);
-        }
         Ok(())
     }
 

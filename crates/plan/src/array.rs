@@ -351,7 +351,7 @@ pub fn apply_join(
         )));
     }
     let vice_filter = vice_select.filter.clone();
-    let table = Source::Table(Ident::new(vice.table.sql_name.clone()));
+    let table = vice.table_source();
     match spec.kind {
         '<' => {
             // LEFT JOIN (SELECT … WHERE B) ON … keeps the same rows as LEFT JOIN … ON … AND B.

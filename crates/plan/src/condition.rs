@@ -2,9 +2,9 @@
 
 use crate::expr::{number, Names, Parser};
 use crate::query::{CmpOp, Expr, Pred};
-use crate::PlanError;
-use apijet_core::Value;
-use apijet_request::{ConditionKey, Logic, Op};
+use crate::{ExprLimits, PlanError};
+use apijet_core::{Engine, Value};
+use apijet_request::{ConditionKey, Container, Logic, Member, Node, Op, Request, TableEntry};
 use serde_json::Value as Json;
 
 /// What a condition contributes to its object's WHERE.
@@ -183,6 +183,14 @@ pub(crate) fn build<N: Names>(
             combine(key.logic, preds)
         }
         Op::Regex { case_insensitive } => {
+            if !matches!(lhs, Expr::Column { .. }) {
+                return Err(invalid(
+                    key,
+                    "a regular expression applies to a column only, not to a value made by \
+                     @key or a function: every row would build the value and run the expression \
+                     over it",
+                ));
+            }
             let mut preds = Vec::new();
             for item in list(value) {
                 let Json::String(s) = item else {
@@ -197,6 +205,11 @@ pub(crate) fn build<N: Names>(
                         key,
                         &format!("{s:?} is not a valid regular expression: {reason}"),
                     ));
+                }
+                if limits.engine == Engine::MySql {
+                    if let Some(reason) = backtracking_risk(s) {
+                        return Err(invalid(key, &format!("{s:?}: {reason}")));
+                    }
                 }
                 preds.push(Pred::Regex {
                     lhs: lhs.clone(),
@@ -296,6 +309,155 @@ fn range_expression<N: Names>(
     Ok(combine(key.logic, preds))
 }
 
+/// Refuses a request whose LIKE and regex patterns together pass `max_pattern_bytes`: each
+/// pattern is matched against every row a statement reads, so their total is what a request
+/// costs, whatever the number of keys and list items it spreads them over. Literal patterns
+/// are counted everywhere in the request (nested objects, lists, subqueries).
+pub fn check_pattern_budget(req: &Request, limits: &ExprLimits) -> Result<(), PlanError> {
+    let total = pattern_bytes(&req.root);
+    if total > limits.max_pattern_bytes {
+        return Err(PlanError::Limit(format!(
+            "the LIKE and regular-expression patterns of this request add up to {total} bytes, \
+             more than the {} allowed together (setting max_pattern_bytes)",
+            limits.max_pattern_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes of the literal patterns in `c` and everything under it (the request's JSON
+/// nesting, at most 128 levels, bounds the recursion).
+fn pattern_bytes(c: &Container) -> usize {
+    c.members
+        .iter()
+        .map(member_pattern_bytes)
+        .fold(0, usize::saturating_add)
+}
+
+fn member_pattern_bytes(m: &Member) -> usize {
+    match &m.node {
+        Node::Table(t) => entries_pattern_bytes(&t.entries),
+        Node::Array(a) => pattern_bytes(&a.items),
+        Node::Subquery(q) => pattern_bytes(&q.items),
+        Node::Reference(_) | Node::Function(_) | Node::Value(_) => 0,
+    }
+}
+
+fn entries_pattern_bytes(entries: &[TableEntry]) -> usize {
+    entries
+        .iter()
+        .map(|e| match e {
+            TableEntry::Condition { key, value }
+                if matches!(key.op, Op::Like | Op::LikeWrapped { .. } | Op::Regex { .. }) =>
+            {
+                list(value)
+                    .iter()
+                    .map(|v| v.as_str().map_or(0, str::len))
+                    .fold(0, usize::saturating_add)
+            }
+            TableEntry::SubqueryCondition { subquery, .. } | TableEntry::FromSubquery(subquery) => {
+                pattern_bytes(&subquery.items)
+            }
+            TableEntry::Child(member) => member_pattern_bytes(member),
+            _ => 0,
+        })
+        .fold(0, usize::saturating_add)
+}
+
+/// What can make a backtracking engine (MariaDB's PCRE) take exponential time: a quantified
+/// group that holds a quantifier or an alternation (`(a+)+`, `(a|a)*`, `(a?){25}`), or a
+/// back-reference. Such a pattern can keep a statement busy for seconds per row.
+fn backtracking_risk(pattern: &str) -> Option<&'static str> {
+    // Per open group: it holds a quantifier, it holds an alternation.
+    let mut groups: Vec<(bool, bool)> = vec![(false, false)];
+    let mut chars = pattern.chars().peekable();
+    let quantifier = |c: Option<&char>| matches!(c, Some('*' | '+' | '?' | '{'));
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if chars.next().is_some_and(|d| d.is_ascii_digit() && d != '0') {
+                    return Some(
+                        "a back-reference can take exponential time on this database's \
+                         backtracking regular expressions",
+                    );
+                }
+                if quantifier(chars.peek()) {
+                    if let Some(g) = groups.last_mut() {
+                        g.0 = true;
+                    }
+                }
+            }
+            '[' => {
+                chars.next_if_eq(&'^');
+                chars.next_if_eq(&']');
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        ']' => break,
+                        _ => {}
+                    }
+                }
+                if quantifier(chars.peek()) {
+                    if let Some(g) = groups.last_mut() {
+                        g.0 = true;
+                    }
+                }
+            }
+            '(' => {
+                // `(?:`, `(?i)`: a group's options, not a quantifier.
+                if chars.next_if_eq(&'?').is_some() {
+                    while chars.next_if(|d| !matches!(d, ':' | ')' | '(')).is_some() {}
+                    chars.next_if_eq(&':');
+                }
+                groups.push((false, false));
+            }
+            ')' => {
+                let Some((quantified_inside, alternation)) = groups.pop() else {
+                    continue;
+                };
+                let repeated = quantifier(chars.peek());
+                if repeated && (quantified_inside || alternation) {
+                    return Some(
+                        "a repeated group that holds a repetition or an alternative ((a+)+, \
+                         (a|b)*) can take exponential time on this database's backtracking \
+                         regular expressions: write it without nesting (a+, [ab]*)",
+                    );
+                }
+                if groups.is_empty() {
+                    groups.push((false, false));
+                }
+                if let Some(g) = groups.last_mut() {
+                    g.0 |= repeated || quantified_inside;
+                }
+            }
+            '|' => {
+                if let Some(g) = groups.last_mut() {
+                    g.1 = true;
+                }
+            }
+            _ => {
+                if quantifier(chars.peek()) {
+                    if let Some(g) = groups.last_mut() {
+                        g.0 = true;
+                    }
+                }
+            }
+        }
+        // A quantifier's own characters (`+`, `{2,5}`, a lazy `?`) are consumed here.
+        if quantifier(chars.peek()) && c != '(' && c != '|' {
+            while chars.next_if(|d| matches!(d, '*' | '+' | '?')).is_some() {}
+            if chars.next_if_eq(&'{').is_some() {
+                while chars.next_if(|d| *d != '}').is_some() {}
+                chars.next_if_eq(&'}');
+                chars.next_if(|d| matches!(d, '?' | '+'));
+            }
+        }
+    }
+    None
+}
+
 /// What every engine's regular expressions refuse alike: an unclosed or unopened group or
 /// bracket class. Checked here so the client hears which key is wrong (a 406) instead of the
 /// database's own error; subtler faults are left to the engine, whose dialects differ.
@@ -337,7 +499,39 @@ fn unbalanced_regex(pattern: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod regex_tests {
-    use super::unbalanced_regex;
+    use super::{backtracking_risk, unbalanced_regex};
+
+    #[test]
+    fn nested_repetitions_and_back_references_are_found() {
+        for risky in [
+            "(a+)+",
+            "^(a|a)*$",
+            "(a+)+(b+)+(c+)+z$",
+            "^(a?){25}a{25}$",
+            "((ab)*c)+",
+            "(a|b)*",
+            "(?:a+)+",
+            "(\\w+\\s?)*$",
+            "(.*a){12}",
+            "(a)\\1",
+        ] {
+            assert!(backtracking_risk(risky).is_some(), "{risky}");
+        }
+        for fine in [
+            "^a+b*$",
+            "[ab]*c",
+            "(abc)+",
+            "^(foo|bar)$",
+            "a{2,5}b?",
+            "\\(a+\\)+",
+            "[(a+)]+",
+            "^Ad",
+            "(?i)ada",
+            "\\d+",
+        ] {
+            assert_eq!(backtracking_risk(fine), None, "{fine}");
+        }
+    }
 
     #[test]
     fn unbalanced_groups_and_classes_are_found() {

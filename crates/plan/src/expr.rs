@@ -5,6 +5,7 @@
 //! become bound values. Whatever does not parse is refused with the offending text.
 
 mod forms;
+mod size;
 mod tokens;
 
 use crate::functions::{self, contains_aggregate, FnKind};
@@ -56,6 +57,7 @@ pub(crate) struct Parser<'a, N: Names> {
     depth: usize,
     max_depth: usize,
     engine: Engine,
+    limits: ExprLimits,
 }
 
 fn is_word(t: &Tok) -> bool {
@@ -76,6 +78,7 @@ impl<'a, N: Names> Parser<'a, N> {
             depth: 0,
             max_depth: limits.max_depth,
             engine: limits.engine,
+            limits,
         })
     }
 
@@ -288,9 +291,19 @@ impl<'a, N: Names> Parser<'a, N> {
             Some(Tok::LParen) => {
                 self.descend()?;
                 let inner = self.expr()?;
+                // `(a,b)`: a row, as `@key` defines one to compare with a subquery's rows.
+                let mut row = Vec::new();
+                while self.peek() == Some(&Tok::Comma) {
+                    self.pos += 1;
+                    row.push(self.expr()?);
+                }
                 self.depth -= 1;
                 match self.next() {
-                    Some(Tok::RParen) => Ok(inner),
+                    Some(Tok::RParen) if row.is_empty() => Ok(inner),
+                    Some(Tok::RParen) => {
+                        row.insert(0, inner);
+                        Ok(Expr::Row(row))
+                    }
                     _ => Err(self.err("')' is missing")),
                 }
             }
@@ -385,7 +398,21 @@ impl<'a, N: Names> Parser<'a, N> {
         ))
     }
 
+    /// A function call, after its name and `(`: parsed, its value's size bounded (see
+    /// [`size`]), and a concatenating aggregate stopped at the answer budget.
     fn call(&mut self, name: &str) -> Result<Expr, PlanError> {
+        let start = self.pos.saturating_sub(2);
+        let call = self.call_unbounded(name)?;
+        let text = self
+            .toks
+            .get(start..self.pos)
+            .and_then(|t| Some(&self.src[t.first()?.start..t.last()?.end]))
+            .unwrap_or(self.src);
+        size::check(&call, excerpt(text), &self.limits)?;
+        Ok(stop_at_budget(call, self.limits.max_value_bytes))
+    }
+
+    fn call_unbounded(&mut self, name: &str) -> Result<Expr, PlanError> {
         let f =
             functions::lookup(name).ok_or_else(|| PlanError::UnknownFunction(name.to_string()))?;
         if !f.engines.has(self.engine) {
@@ -483,6 +510,36 @@ impl<'a, N: Names> Parser<'a, N> {
             )));
         }
         Ok(call)
+    }
+}
+
+/// `group_concat` (alone or over a window) cut at `budget` characters, a value the answer's
+/// budget refuses whenever it was cut: the database sends no more than that, whatever the rows.
+/// MariaDB cuts at `group_concat_max_len` first, as the reference does.
+fn stop_at_budget(call: Expr, budget: usize) -> Expr {
+    let concatenates = |e: &Expr| {
+        matches!(
+            e,
+            Expr::Func {
+                name: "group_concat",
+                ..
+            }
+        )
+    };
+    let wrap = match &call {
+        Expr::Window { func, .. } => concatenates(func),
+        e => concatenates(e),
+    };
+    if !wrap {
+        return call;
+    }
+    Expr::Func {
+        name: "left",
+        args: vec![
+            call,
+            Expr::Value(Value::Int(i64::try_from(budget).unwrap_or(i64::MAX))),
+        ],
+        distinct: false,
     }
 }
 

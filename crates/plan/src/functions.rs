@@ -24,6 +24,7 @@ pub enum FnKind {
 #[derive(Debug, Clone, Copy)]
 pub struct Engines(u8);
 
+const P: Engines = Engines(2);
 const M: Engines = Engines(4);
 const SM: Engines = Engines(5);
 const PM: Engines = Engines(6);
@@ -98,9 +99,13 @@ pub const FUNCTIONS: &[Function] = &[
     agg("max", 1, 1, ALL),
     agg("min", 1, 1, ALL),
     agg("avg", 1, 1, ALL),
-    agg("group_concat", 1, 1, ALL),
+    // Several arguments are concatenated per row, as MySQL's.
+    agg("group_concat", 1, N, ALL),
     agg("json_arrayagg", 1, 1, ALL),
     agg("json_objectagg", 2, 2, ALL),
+    // MySQL 8's any value of the group; MariaDB has none: every engine spells it as an
+    // aggregate of its own (sql::calls).
+    agg("any_value", 1, 1, ALL),
     // window functions
     win("rank", 0, 0),
     win("dense_rank", 0, 0),
@@ -137,7 +142,7 @@ pub const FUNCTIONS: &[Function] = &[
     f("mid", 2, 3, ALL),
     f("substr", 2, 3, ALL),
     f("substring", 2, 3, ALL),
-    f("substring_index", 3, 3, SM),
+    f("substring_index", 3, 3, ALL),
     f("repeat", 2, 2, ALL),
     f("replace", 3, 3, ALL),
     f("reverse", 1, 1, ALL),
@@ -259,6 +264,9 @@ pub const FUNCTIONS: &[Function] = &[
     f("bin", 1, 1, M),
     f("conv", 3, 3, M),
     f("match", 1, N, PM),
+    // PostgreSQL's comments of tables and columns (its PgClass and PgAttribute views).
+    f("obj_description", 1, 2, P),
+    f("col_description", 2, 2, P),
 ];
 
 /// The allow-listed function named `name` (any letter case).
@@ -321,7 +329,7 @@ fn children(e: &Expr) -> Box<dyn Iterator<Item = &Expr> + '_> {
         Expr::Window {
             func, partition, ..
         } => Box::new(std::iter::once(func.as_ref()).chain(partition.iter())),
-        Expr::Match { columns, .. } => Box::new(columns.iter()),
+        Expr::Match { columns, .. } | Expr::Row(columns) => Box::new(columns.iter()),
         _ => Box::new(std::iter::empty()),
     }
 }

@@ -258,6 +258,7 @@ impl<'s, 'f> Walker<'s, 'f> {
         let origin = match source {
             Source::Table(t) => Origin::Table(t.as_str()),
             Source::Select(_) => Origin::Derived,
+            Source::Catalog(view) => Origin::Table(view.table_name()),
         };
         self.bind_origin(alias, origin);
     }
@@ -270,7 +271,7 @@ impl<'s, 'f> Walker<'s, 'f> {
 
     fn source(&mut self, source: &'s Source) -> Result<(), PlanError> {
         match source {
-            Source::Table(_) => Ok(()),
+            Source::Table(_) | Source::Catalog(_) => Ok(()),
             Source::Select(sub) => self.select(sub, true),
         }
     }
@@ -343,6 +344,7 @@ impl<'s, 'f> Walker<'s, 'f> {
                 self.select(sub, true)
             }
             Pred::Exists(sub) => self.select(sub, true),
+            Pred::Raw(_) => Ok(()),
         }
     }
 
@@ -405,6 +407,7 @@ impl<'s, 'f> Walker<'s, 'f> {
                 self.expr(amount, usage)
             }
             Expr::Match { columns, .. } => columns.iter().try_for_each(|c| self.expr(c, usage)),
+            Expr::Row(items) => items.iter().try_for_each(|c| self.expr(c, usage)),
         }
     }
 }

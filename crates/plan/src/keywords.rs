@@ -1,5 +1,11 @@
-//! The audit of reserved `@` keys: every one a client may send is either honoured (as the
-//! reference honours it) or refused with a code naming it; none is ignored or echoed.
+//! The audit of `@` keys. A reserved key is honoured as the reference honours it, ignored
+//! where the reference ignores it (a key that cannot change the answer, such as `@null` in a
+//! read), or refused with a code naming it. Any other `@` key is a custom key, kept as the
+//! reference keeps it (its `customMap`): echoed in the answer and readable as an argument by
+//! the functions and procedures of the same object (`"@position":0`,
+//! `"firstPicture()":"getFromArray(pictureList,@position)"`). A custom key that looks like a
+//! misspelt keyword (`@colum`, `@Order`) is refused instead: echoing it would drop what the
+//! client meant it to do to the rows.
 //!
 //! [`TABLE_KEYWORDS`] and [`ROOT_KEYWORDS`] list every key apijet knows with what it does
 //! with it; `tests/key_audit.rs` sends each of them and checks the answer is one or the other.
@@ -30,7 +36,7 @@ pub const TABLE_KEYWORDS: &[(&str, Treatment)] = &[
     ("key", Treatment::Honoured),
     ("raw", Treatment::Checked),
     ("json", Treatment::Honoured),
-    ("null", Treatment::Checked),
+    ("null", Treatment::Honoured),
     ("cast", Treatment::Honoured),
     ("string", Treatment::Honoured),
     ("trim", Treatment::Honoured),
@@ -72,6 +78,83 @@ pub const ROOT_KEYWORDS: &[(&str, Treatment)] = &[
     ("put", Treatment::Honoured),
     ("delete", Treatment::Honoured),
 ];
+
+/// What a table object's `@` key is, once checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// A reserved keyword, honoured (or ignored where the reference ignores it).
+    Keyword,
+    /// A custom key: echoed in the object's answer after its columns and readable by its
+    /// functions and procedures.
+    Custom,
+}
+
+/// The reserved keyword a custom `@name` is a misspelling of: the same name in another letter
+/// case, or one edit (insert, delete, change or swap of one character) away from a keyword of
+/// five letters or more. Short keywords (`@key`, `@raw`) would catch too many custom names.
+pub fn misspelt_keyword(name: &str) -> Option<&'static str> {
+    let names = TABLE_KEYWORDS
+        .iter()
+        .chain(ROOT_KEYWORDS)
+        .map(|(k, _)| k.trim_end_matches('@'));
+    let mut near = None;
+    for k in names {
+        if k == name {
+            return None;
+        }
+        if near.is_none()
+            && (k.eq_ignore_ascii_case(name) || (k.len() >= 5 && one_edit_apart(k, name)))
+        {
+            near = Some(k);
+        }
+    }
+    near
+}
+
+/// Whether `a` becomes `b` by inserting, deleting or changing one character, or swapping two
+/// neighbours (compared without letter case).
+fn one_edit_apart(a: &str, b: &str) -> bool {
+    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let (short, long) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    if long.len() - short.len() > 1 {
+        return false;
+    }
+    let prefix = short
+        .iter()
+        .zip(long.iter())
+        .take_while(|(x, y)| x == y)
+        .count();
+    if short.len() == long.len() {
+        if prefix == short.len() {
+            return true;
+        }
+        let (x, y) = (&short[prefix + 1..], &long[prefix + 1..]);
+        // One changed character, or two neighbours swapped.
+        x == y
+            || (prefix + 1 < short.len()
+                && short[prefix] == long[prefix + 1]
+                && short[prefix + 1] == long[prefix]
+                && short[prefix + 2..] == long[prefix + 2..])
+    } else {
+        short[prefix..] == long[prefix + 1..]
+    }
+}
+
+/// A custom `@name`: kept, unless it is a misspelt keyword.
+fn custom(name: &str) -> Result<KeyUse, PlanError> {
+    match misspelt_keyword(name) {
+        Some(k) => Err(PlanError::Invalid(format!(
+            "@{name} looks like the keyword @{k}, misspelt: write @{k}, or give the custom key a \
+             name that is no keyword's"
+        ))),
+        None => Ok(KeyUse::Custom),
+    }
+}
 
 /// What database and schema this server serves, for `@database` and `@schema`.
 #[derive(Debug, Clone, Default)]
@@ -138,12 +221,23 @@ fn refused(name: &str) -> PlanError {
     })
 }
 
-/// Checks one table-object keyword against the audit; `Ok` when it is honoured.
-pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<(), PlanError> {
+/// Checks one `@` key of a table object against the audit: a keyword it honours or ignores,
+/// a custom key, or a refusal naming it.
+pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<KeyUse, PlanError> {
     let Some((_, t)) = TABLE_KEYWORDS.iter().find(|(k, _)| *k == name) else {
-        return Err(refused(name));
+        if ROOT_KEYWORDS.iter().any(|(k, _)| *k == name) {
+            return Err(PlanError::Invalid(format!(
+                "@{name} is a keyword of the request's root, not of a table object: move it \
+                 to the root"
+            )));
+        }
+        return custom(name);
     };
-    match (*t, name) {
+    check_reserved(*t, name, value, ctx).map(|()| KeyUse::Keyword)
+}
+
+fn check_reserved(t: Treatment, name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<(), PlanError> {
+    match (t, name) {
         (Treatment::Refused, _) => Err(refused(name)),
         (_, "database" | "schema") => served(name, value, ctx.options),
         (_, "cache") => cache(value),
@@ -154,11 +248,9 @@ pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<()
                 "@try:true is not supported: errors are always answered; remove @try".into(),
             )),
         },
-        (_, "null") if ctx.method.is_query() => Err(PlanError::Invalid(format!(
-            "@null sets columns to NULL in PUT; in {} it is no condition: write \
-             \"key{{}}\":\"=null\" for IS NULL",
-            ctx.method.name()
-        ))),
+        // @null sets columns to NULL in PUT; a read ignores it, as the reference does
+        // (`"key{}":"=null"` is the condition IS NULL).
+        (_, "null") if ctx.method.is_query() => Ok(()),
         (_, "method") => match text(value) {
             Some(m) if m.eq_ignore_ascii_case(ctx.method.name()) => Ok(()),
             _ => Err(PlanError::Invalid(format!(
@@ -171,15 +263,25 @@ pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<()
     }
 }
 
-/// Checks the root keywords of a request against the audit.
+/// Checks the root `@` keys of a request against the audit; the custom ones, to be echoed at
+/// the end of the answer as the reference does, are returned with their `@`.
 pub fn check_root_keywords(
     globals: &[(String, Json)],
     method: apijet_core::Method,
     options: &PlanOptions,
-) -> Result<(), PlanError> {
+) -> Result<Vec<(String, Json)>, PlanError> {
+    let mut customs = Vec::new();
     for (name, value) in globals {
         let Some((_, t)) = ROOT_KEYWORDS.iter().find(|(k, _)| *k == name) else {
-            return Err(refused(name));
+            if TABLE_KEYWORDS.iter().any(|(k, _)| *k == name) {
+                return Err(PlanError::Invalid(format!(
+                    "@{name} is a keyword of table objects, not of the request's root: move it \
+                     into the object it is for"
+                )));
+            }
+            custom(name)?;
+            customs.push((format!("@{name}"), value.clone()));
+            continue;
         };
         match (*t, name.as_str()) {
             (Treatment::Refused, _) => return Err(refused(name)),
@@ -198,5 +300,33 @@ pub fn check_root_keywords(
             _ => {}
         }
     }
-    Ok(())
+    Ok(customs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_keys_are_kept_unless_they_look_like_keywords() {
+        for custom in [
+            "position", "value", "limit", "offset", "x", "whatever", "row", "page",
+        ] {
+            assert_eq!(misspelt_keyword(custom), None, "@{custom}");
+        }
+        for (typo, keyword) in [
+            ("colum", "column"),
+            ("Column", "column"),
+            ("ORDER", "order"),
+            ("oredr", "order"),
+            ("groups", "group"),
+            ("havin", "having"),
+            ("explian", "explain"),
+            ("Role", "role"),
+            ("combin", "combine"),
+        ] {
+            assert_eq!(misspelt_keyword(typo), Some(keyword), "@{typo}");
+        }
+        assert_eq!(misspelt_keyword("column"), None);
+    }
 }

@@ -18,7 +18,7 @@ pub mod keywords;
 mod preds;
 pub mod procedure;
 pub mod query;
-mod raw;
+pub mod raw;
 pub mod reads;
 pub mod schema;
 mod select_list;
@@ -28,6 +28,7 @@ pub mod write;
 
 pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;
+pub use condition::check_pattern_budget;
 pub use table::{plan_subquery, CondSpec, Operand, Resolver, TablePlan};
 
 use apijet_core::{Method, Role};
@@ -54,9 +55,9 @@ pub struct PlanOptions {
     pub max_rows: usize,
     /// Most bytes (approximately) one nested answer may hold.
     pub max_answer_bytes: usize,
-    /// The raw SQL fragments a condition marked by `@raw` may use (the reference's RAW_MAP),
-    /// set by the operator; empty refuses every `@raw`.
-    pub raw_sql: std::sync::Arc<Vec<String>>,
+    /// The raw SQL fragments the keys `@raw` marks may use (the reference's RAW_MAP), set by
+    /// the operator; empty refuses every raw condition value.
+    pub raw_sql: std::sync::Arc<raw::RawSql>,
     /// The stored procedures and functions `"@name()": "proc(args)"` may call; empty allows
     /// none.
     pub procedures: std::sync::Arc<Vec<String>>,
@@ -81,6 +82,13 @@ pub struct ExprLimits {
     pub max_pattern_length: usize,
     /// Most items in one value list (`k{}: […]`, `k<>`, LIKE and regex lists).
     pub max_list_items: usize,
+    /// Most bytes of all LIKE and regex patterns of one request together.
+    pub max_pattern_bytes: usize,
+    /// Most bytes one expression's value may reach (the answer budget, `max_answer_bytes`).
+    pub max_value_bytes: usize,
+    /// What one stored value of a column of unbounded length counts as in those bounds (the
+    /// largest value a request can store, `max_body_bytes`).
+    pub stored_value_bytes: usize,
     /// The engine the expressions will run on: a function it cannot express is refused while
     /// planning, by name, instead of failing in the database.
     pub engine: apijet_core::Engine,
@@ -93,6 +101,9 @@ impl Default for ExprLimits {
             max_depth: 32,
             max_pattern_length: 256,
             max_list_items: 1000,
+            max_pattern_bytes: 1024,
+            max_value_bytes: 16 << 20,
+            stored_value_bytes: 1 << 20,
             engine: apijet_core::Engine::Sqlite,
         }
     }

@@ -13,7 +13,8 @@ use serde_json::Value as Json;
 /// One argument of a call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProcArg {
-    /// The value of this key of the object's row (null when absent).
+    /// The value of this key of the object's row, or of its custom `@` key (null when
+    /// absent).
     Key(String),
     /// A literal number or string.
     Value(Json),
@@ -87,7 +88,8 @@ pub fn plan_call(name: &str, value: &Json, allowed: &[String]) -> Result<Procedu
             ProcArg::Value(Json::from(n))
         } else if let Some(n) = a.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
             ProcArg::Value(Json::Number(n))
-        } else if is_name(a) {
+        } else if is_name(a.strip_prefix('@').unwrap_or(a)) {
+            // `@limit`: a custom key of the same object, as the reference's customMap.
             ProcArg::Key(a.to_string())
         } else {
             return Err(PlanError::Invalid(format!(
@@ -125,6 +127,9 @@ mod tests {
         assert!(plan_call("p()", &Json::from("other(id)"), &allowed).is_err());
         assert!(plan_call("p()", &Json::from("proc(id;drop)"), &allowed).is_err());
         assert!(plan_call("p()", &Json::from("proc"), &allowed).is_err());
+        let custom = plan_call("p()", &Json::from("proc(id,@limit)"), &allowed).expect("call");
+        assert_eq!(custom.args[1], ProcArg::Key("@limit".into()));
+        assert!(plan_call("p()", &Json::from("proc(@)"), &allowed).is_err());
         let empty = plan_call("p()", &Json::from("proc()"), &allowed).expect("no args");
         assert!(empty.args.is_empty());
     }

@@ -117,6 +117,9 @@ pub enum Expr {
         /// `IN BOOLEAN MODE`.
         boolean: bool,
     },
+    /// `(a, b)`: a row of values, compared with the rows of a subquery (an `@key` such as
+    /// `"k:(table_name,table_schema)"` with `"k{}@": {…}`).
+    Row(Vec<Expr>),
     /// `row_number() OVER (PARTITION BY … ORDER BY …)`: pages of many parents in one query.
     RowNumber {
         /// PARTITION BY.
@@ -277,6 +280,9 @@ pub enum Pred {
     IsNull(Expr),
     /// The JSON array in `lhs` contains the JSON value (given as JSON text).
     JsonContains(Expr, String),
+    /// A condition from the operator's `raw_sql` list, written as configured (a `@having`
+    /// item `@raw` marks).
+    Raw(std::sync::Arc<str>),
 }
 
 /// `ANY` / `ALL` before a subquery.
@@ -304,6 +310,9 @@ pub enum Source {
     Table(Ident),
     /// A subquery.
     Select(Box<Select>),
+    /// A view of the database's catalogue (`information_schema.tables` …), as each dialect
+    /// reaches it.
+    Catalog(crate::schema::CatalogView),
 }
 
 /// Join kinds that become SQL joins (protocol §12.2).

@@ -80,6 +80,8 @@ impl Reads {
                 }
             }
             Source::Select(sub) => self.add(sub),
+            // The catalogue changes with the schema, which no write mark names.
+            Source::Catalog(_) => self.opaque = true,
         }
     }
 
@@ -111,6 +113,7 @@ impl Reads {
                 self.add(sub);
             }
             Pred::Exists(sub) => self.add(sub),
+            Pred::Raw(_) => self.opaque = true,
         }
     }
 
@@ -160,7 +163,9 @@ impl Reads {
                 self.expr(base);
                 self.expr(amount);
             }
-            Expr::Match { columns, .. } => columns.iter().for_each(|c| self.expr(c)),
+            Expr::Match { columns, .. } | Expr::Row(columns) => {
+                columns.iter().for_each(|c| self.expr(c))
+            }
         }
     }
 }

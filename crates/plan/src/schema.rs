@@ -90,10 +90,62 @@ pub fn method_index(method: Method) -> usize {
     }
 }
 
+/// A view of the database's own catalogue that the reference serves under fixed names, when an
+/// `Access` row names it: `Table` (`information_schema.tables`), `Column`
+/// (`information_schema.columns`), and on PostgreSQL `PgClass` and `PgAttribute`
+/// (`pg_catalog`). SQLite has no `information_schema`: `Table` and `Column` are read from its
+/// catalogue there, with the same column names. APIAuto's data dictionary reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogView {
+    /// The tables of the server.
+    Tables,
+    /// Their columns.
+    Columns,
+    /// PostgreSQL's `pg_catalog.pg_class` (table comments: `obj_description(oid)`).
+    PgClass,
+    /// PostgreSQL's `pg_catalog.pg_attribute` (column comments: `col_description(…)`).
+    PgAttribute,
+}
+
+impl CatalogView {
+    /// The view an `Access` row with this alias and name asks for on `engine`: the
+    /// reference's fixed mapping (AbstractSQLConfig.TABLE_KEY_MAP), where the engine has it.
+    pub fn of(alias: &str, name: &str, engine: Engine) -> Option<CatalogView> {
+        let view = match alias {
+            "Table" => CatalogView::Tables,
+            "Column" => CatalogView::Columns,
+            "PgClass" if engine == Engine::Postgres => CatalogView::PgClass,
+            "PgAttribute" if engine == Engine::Postgres => CatalogView::PgAttribute,
+            _ => return None,
+        };
+        name.eq_ignore_ascii_case(view.table_name()).then_some(view)
+    }
+
+    /// The catalogue table's own name (`tables`, `columns`, `pg_class`, `pg_attribute`).
+    pub fn table_name(self) -> &'static str {
+        match self {
+            CatalogView::Tables => "tables",
+            CatalogView::Columns => "columns",
+            CatalogView::PgClass => "pg_class",
+            CatalogView::PgAttribute => "pg_attribute",
+        }
+    }
+
+    /// The schema holding it.
+    pub fn schema_name(self) -> &'static str {
+        match self {
+            CatalogView::Tables | CatalogView::Columns => "information_schema",
+            CatalogView::PgClass | CatalogView::PgAttribute => "pg_catalog",
+        }
+    }
+}
+
 /// The tables of one database, by API name.
 #[derive(Debug, Default)]
 pub struct SchemaCache {
     tables: HashMap<String, Arc<Table>>,
+    /// Tables that are views of the catalogue, by API name.
+    catalog: HashMap<String, CatalogView>,
     /// Rows that could not be used, with the reason, for the start-up log.
     pub warnings: Vec<String>,
 }
@@ -114,6 +166,21 @@ impl SchemaCache {
     /// Adds a table under its API name.
     pub fn insert(&mut self, table: Table) {
         self.tables.insert(table.api_name.clone(), Arc::new(table));
+    }
+
+    /// Adds a view of the catalogue under its API name; it is reachable in debug mode only.
+    pub fn insert_catalog_view(&mut self, table: Table, view: CatalogView) {
+        self.catalog.insert(table.api_name.clone(), view);
+        self.insert(Table {
+            debug_only: true,
+            system: true,
+            ..table
+        });
+    }
+
+    /// The catalogue view the table `api_name` reads, when it is one.
+    pub fn catalog_view(&self, api_name: &str) -> Option<CatalogView> {
+        self.catalog.get(api_name).copied()
     }
 
     /// The table clients call `api_name`.

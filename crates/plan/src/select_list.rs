@@ -168,6 +168,12 @@ pub(crate) fn columns(text: &str, names: &TableNames<'_>) -> Result<ColumnList, 
                 }
             }
             let (expr_text, alias) = split_alias(item);
+            // `` `id` ``: a back-quoted column is the column.
+            let expr_text = expr_text
+                .strip_prefix('`')
+                .and_then(|t| t.strip_suffix('`'))
+                .filter(|t| is_name(t))
+                .unwrap_or(expr_text);
             if let Some(a) = alias {
                 if !is_name(a) {
                     return Err(bad_column(item));

@@ -70,6 +70,8 @@ pub struct TablePlan {
     pub order: Vec<OrderItem>,
     /// `@from@`.
     pub from: Option<Box<Select>>,
+    /// The catalogue view the table reads, when it is one (`Table`, `Column`, …).
+    pub catalog: Option<crate::schema::CatalogView>,
     /// `@cast` by condition key.
     pub casts: HashMap<String, CastType>,
     /// `@explain`.
@@ -192,9 +194,22 @@ impl TablePlan {
             names.keys = select_list::keys(&k, &names)?;
         }
 
-        let (columns, distinct) = match kw("column").and_then(text_of) {
+        let raw = match kw("raw") {
+            Some(v) => crate::raw::raw_keys(v, obj)?,
+            None => Default::default(),
+        };
+        // `"@column": ""` names no column: the table's own, as the reference reads it (in a
+        // joined table of a subquery it adds none, see `plan_subquery`).
+        let column_text = kw("column")
+            .and_then(text_of)
+            .filter(|t| !t.trim().is_empty());
+        let (columns, distinct) = match column_text {
             Some(text) => {
-                let list = select_list::columns(&text, &names)?;
+                let list = if raw.column {
+                    crate::raw::raw_columns(&text, &ctx.options.raw_sql, &names)?
+                } else {
+                    select_list::columns(&text, &names)?
+                };
                 names.select_aliases = list
                     .items
                     .iter()
@@ -221,6 +236,9 @@ impl TablePlan {
             kw("having").and_then(text_of),
             kw("having&").and_then(text_of),
         ) {
+            (Some(t), _) if raw.having => {
+                Some(crate::raw::raw_having(&t, &ctx.options.raw_sql, &names)?)
+            }
             (Some(t), _) => Some(select_list::having(&t, false, &names)?),
             (None, Some(t)) => Some(select_list::having(&t, true, &names)?),
             _ => None,
@@ -265,16 +283,14 @@ impl TablePlan {
             ));
         }
 
-        let raw_keys = match kw("raw") {
-            Some(v) => crate::raw::raw_keys(v, obj)?,
-            None => Vec::new(),
-        };
         let mut conds = Vec::new();
         let mut echoes = Vec::new();
         let mut procedures = Vec::new();
         for entry in &obj.entries {
             match entry {
-                TableEntry::Condition { key, value } if raw_keys.contains(&key.raw.as_str()) => {
+                TableEntry::Condition { key, value }
+                    if raw.conditions.contains(&key.raw.as_str()) =>
+                {
                     conds.push(CondSpec {
                         lhs: lhs_of(key, &names)?,
                         key: key.clone(),
@@ -348,7 +364,11 @@ impl TablePlan {
                     )?)
                 }
                 TableEntry::Keyword { name, value } => {
-                    crate::keywords::check_table_keyword(name, value, ctx)?
+                    use crate::keywords::{check_table_keyword, KeyUse};
+                    if check_table_keyword(name, value, ctx)? == KeyUse::Custom {
+                        // Echoed after the row's columns, where functions read it too.
+                        echoes.push((format!("@{name}"), value.clone()));
+                    }
                 }
                 TableEntry::Echo { key, value } => echoes.push((key.clone(), value.clone())),
                 _ => {}
@@ -385,6 +405,7 @@ impl TablePlan {
             .collect();
 
         let plan = TablePlan {
+            catalog: ctx.schema.catalog_view(&table.api_name),
             table,
             alias,
             columns,
@@ -537,7 +558,7 @@ impl TablePlan {
         }
         let source = match &self.from {
             Some(sub) => Source::Select(sub.clone()),
-            None => Source::Table(Ident::new(self.table.sql_name.clone())),
+            None => self.table_source(),
         };
         let select = Select {
             distinct: self.distinct,
@@ -554,6 +575,14 @@ impl TablePlan {
         };
         gate::admit_select(&select, &[self.known()])?;
         Ok(Some(select))
+    }
+
+    /// The table itself as a statement's source: its name, or the catalogue view it reads.
+    pub fn table_source(&self) -> Source {
+        match self.catalog {
+            Some(view) => Source::Catalog(view),
+            None => Source::Table(Ident::new(self.table.sql_name.clone())),
+        }
     }
 
     /// `@order`, or — as MariaDB answers grouped lists sorted by their columns — those columns
@@ -671,6 +700,11 @@ fn default_columns(names: &TableNames<'_>) -> Vec<SelectItem> {
 /// "Moment":{"id@":"/Comment/momentId",…}}`).
 pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
     use apijet_request::Node;
+    if sq.with.as_ref().is_some_and(|w| !w.is_boolean()) {
+        return Err(PlanError::WrongType(
+            "with must be true or false: a subquery as a WITH clause".into(),
+        ));
+    }
     let depth = subquery_depth(sq);
     if depth > ctx.options.max_depth {
         return Err(PlanError::Limit(format!(
@@ -757,6 +791,9 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         };
         crate::array::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
         crate::array::merge_vice_clauses(&mut select, &vice_plan);
+        select
+            .columns
+            .extend(vice_output_columns(&vice, &vice_plan, spec.kind));
         vices.push(vice_plan);
     }
     if !vices.is_empty() {
@@ -767,6 +804,26 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         select.offset = sq.page.as_ref().and_then(Json::as_u64).unwrap_or(0) * c;
     }
     Ok(select)
+}
+
+/// The columns a joined table adds to its subquery's output, as the reference selects them
+/// after the main table's: its `@column` (none without one, or with `"@column": ""`), so that
+/// an outer `@from@` may read them (`"@column":"DISTINCT host,project"` over TestRecord
+/// joined with Document). A RIGHT join reads the joined table through a subquery of its
+/// columns: only plain columns can be named there.
+fn vice_output_columns(vice: &TableObject, plan: &TablePlan, kind: char) -> Vec<SelectItem> {
+    let named = vice.entries.iter().any(|e| {
+        matches!(e, TableEntry::Keyword { name, value: Json::String(text) }
+            if name == "column" && !text.trim().is_empty())
+    });
+    if !named {
+        return Vec::new();
+    }
+    plan.columns
+        .iter()
+        .filter(|c| kind != '>' || matches!(c.expr, Expr::Column { .. }))
+        .cloned()
+        .collect()
 }
 
 /// How deep subqueries nest in `sq`, itself included. The tree is at most as deep as the JSON

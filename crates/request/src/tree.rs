@@ -133,6 +133,9 @@ pub struct SubqueryObject {
     pub page: Option<Value>,
     /// `join` as sent.
     pub join: Option<Value>,
+    /// `with` as sent: the reference writes the subquery as a `WITH` clause, which changes
+    /// the SQL's form, not its rows.
+    pub with: Option<Value>,
     /// The tables.
     pub items: Container,
 }
@@ -157,7 +160,7 @@ impl Request {
     pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
         let mut req = Request::default();
         let mut root = Map::new();
-        for (k, v) in map {
+        for (k, v) in map.into_iter().filter(present) {
             match k.as_str() {
                 "tag" => req.tag = v.as_str().map(str::to_string).or(Some(v.to_string())),
                 "version" => req.version = Some(v),
@@ -209,13 +212,30 @@ impl TableObject {
     }
 }
 
+/// Whether a member counts: a key whose value is JSON `null` is skipped wherever the reference
+/// parses an object (AbstractObjectParser: `if (value == null) continue;`), so `"Chain": null`
+/// as the first key of `[]` or `"k$": null` in a table object ask for nothing.
+fn present((_, value): &(String, Value)) -> bool {
+    !value.is_null()
+}
+
 fn container(map: Map<String, Value>, path: &str) -> Result<Container, RequestError> {
     let mut members = Vec::with_capacity(map.len());
-    for (key, value) in map {
+    for (key, value) in map.into_iter().filter(present) {
         let node = member_node(&key, value, path)?;
+        if asks_nothing(&node) {
+            continue;
+        }
         members.push(Member { key, node });
     }
     Ok(Container { members })
+}
+
+/// An array with nothing to list (`"[]": {"count": 5, "page": 3}`, as APIAuto's random
+/// configs write them) is skipped as the reference skips it: no key in the answer, and no
+/// first-child rule.
+fn asks_nothing(node: &Node) -> bool {
+    matches!(node, Node::Array(a) if a.items.members.is_empty())
 }
 
 fn child_path(path: &str, key: &str) -> String {
@@ -268,7 +288,7 @@ fn array(key: ArrayKey, map: Map<String, Value>, path: &str) -> Result<ArrayObje
         items: Container::default(),
     };
     let mut rest = Map::new();
-    for (k, v) in map {
+    for (k, v) in map.into_iter().filter(present) {
         match k.as_str() {
             "count" => arr.count = Some(v),
             "page" => arr.page = Some(v),
@@ -291,12 +311,14 @@ fn subquery(map: Map<String, Value>, path: &str) -> Result<SubqueryObject, Reque
         count: None,
         page: None,
         join: None,
+        with: None,
         items: Container::default(),
     };
     let mut rest = Map::new();
-    for (k, v) in map {
+    for (k, v) in map.into_iter().filter(present) {
         match k.as_str() {
             "from" => sq.from = Some(value_text(&v)),
+            "with" => sq.with = Some(v),
             "range" => sq.range = Some(v),
             "count" => sq.count = Some(v),
             "page" => sq.page = Some(v),
@@ -312,7 +334,7 @@ fn subquery(map: Map<String, Value>, path: &str) -> Result<SubqueryObject, Reque
 
 fn table(key: TableKey, map: Map<String, Value>, path: &str) -> Result<TableObject, RequestError> {
     let mut entries = Vec::with_capacity(map.len());
-    for (k, v) in map {
+    for (k, v) in map.into_iter().filter(present) {
         let entry = if k == "@from@" {
             match v {
                 Value::Object(m) => TableEntry::FromSubquery(Box::new(subquery(m, path)?)),
@@ -332,10 +354,11 @@ fn table(key: TableKey, map: Map<String, Value>, path: &str) -> Result<TableObje
                 call: value_text(&v),
             }
         } else if (ArrayKey::parse(&k).is_some() || is_table_key(&k)) && v.is_object() {
-            TableEntry::Child(Box::new(Member {
-                node: member_node(&k, v, path)?,
-                key: k,
-            }))
+            let node = member_node(&k, v, path)?;
+            if asks_nothing(&node) {
+                continue;
+            }
+            TableEntry::Child(Box::new(Member { node, key: k }))
         } else {
             let ck = ConditionKey::parse(&k)?;
             if ck.reference {
@@ -391,6 +414,55 @@ mod tests {
             })
             .collect();
         assert_eq!(kinds, ["table", "array", "ref", "value"]);
+    }
+
+    #[test]
+    fn null_members_ask_for_nothing_at_every_level() {
+        let r = req(r#"{"tag":null,"@role":null,"x":null,
+                "[]":{"count":null,"join":null,"Chain":null,"Document":{"id@":null,"name$":null,"id":1},
+                      "[]":{"page":null,"Column":null,"Table":{"x":null}}},
+                "n@":{"from":null,"range":null,"Moment":{"userId":null,"@column":"id"}}}"#);
+        assert!(r.tag.is_none() && r.globals.is_empty());
+        let keys: Vec<&str> = r.root.members.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["[]", "n@"]);
+        let Node::Array(a) = &r.root.members[0].node else {
+            panic!("array expected")
+        };
+        assert!(a.count.is_none() && a.join.is_none());
+        let keys: Vec<&str> = a.items.members.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["Document", "[]"], "Chain:null is no member");
+        let Node::Table(t) = &a.items.members[0].node else {
+            panic!("table expected")
+        };
+        assert_eq!(t.entries.len(), 1, "only id is left: {:?}", t.entries);
+        let Node::Array(inner) = &a.items.members[1].node else {
+            panic!("array expected")
+        };
+        let keys: Vec<&str> = inner.items.members.iter().map(|m| m.key.as_str()).collect();
+        assert!(inner.page.is_none());
+        assert_eq!(keys, ["Table"]);
+        let Node::Subquery(sq) = &r.root.members[1].node else {
+            panic!("subquery expected")
+        };
+        assert!(sq.from.is_none() && sq.range.is_none());
+        let Node::Table(t) = &sq.items.members[0].node else {
+            panic!("table expected")
+        };
+        assert_eq!(t.entries.len(), 1);
+    }
+
+    #[test]
+    fn arrays_with_nothing_to_list_are_skipped() {
+        let r = req(
+            r#"{"[]":{"count":5,"page":3},"User":{"id":1,"[]":{"count":2}},
+                "Moment[]":{"count":1,"Moment":{}}}"#,
+        );
+        let keys: Vec<&str> = r.root.members.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["User", "Moment[]"]);
+        let Node::Table(t) = &r.root.members[0].node else {
+            panic!("table expected")
+        };
+        assert_eq!(t.entries.len(), 1, "{:?}", t.entries);
     }
 
     #[test]

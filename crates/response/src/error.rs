@@ -30,10 +30,9 @@ pub enum ApiError {
     /// A method this server does not offer yet.
     #[error("{0} is not supported yet")]
     Unsupported(String),
-    /// The server holds as many of something (open subscriptions) as a setting allows; the
-    /// message names the setting.
+    /// The client has too much under way already (the message names the setting).
     #[error("{0}")]
-    TooMany(String),
+    TooManyRequests(String),
 }
 
 impl From<PlanError> for Box<ApiError> {
@@ -59,17 +58,19 @@ impl ApiError {
                     DbErrorKind::Unique => 409,
                     DbErrorKind::Constraint => 400,
                     DbErrorKind::Timeout => 408,
+                    DbErrorKind::TooLarge => 406,
                     DbErrorKind::BadPattern | DbErrorKind::Unsupported => 406,
                     DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => 500,
                 },
                 ExecError::ClientGone => 500,
+                ExecError::Timeout { .. } => 408,
                 ExecError::FunctionNotAllowed(_) => 403,
                 ExecError::Invalid(_) => 406,
                 ExecError::Forbidden(_) => 403,
             },
             ApiError::UnknownMethod(_) => 406,
             ApiError::Unsupported(_) => 501,
-            ApiError::TooMany(_) => 429,
+            ApiError::TooManyRequests(_) => 429,
         }
     }
 
@@ -82,12 +83,21 @@ impl ApiError {
         match self {
             ApiError::Exec(ExecError::Db { kind, message }) => {
                 let what = match kind {
-                    DbErrorKind::BadValue => "a value does not fit its column",
+                    DbErrorKind::BadValue => {
+                        "a value does not fit its column or function (a number out of range, \
+                         text that is not JSON, a date that does not exist)"
+                    }
                     DbErrorKind::Unique => "a row with these values exists already",
                     DbErrorKind::Constraint => {
                         "a value breaks a rule of its column (not null, reference or check)"
                     }
-                    DbErrorKind::Timeout => "the database stopped a statement that ran too long",
+                    DbErrorKind::Timeout => {
+                        "the database stopped a statement that ran longer than \
+                         statement_timeout_ms allows, or waited too long for a lock"
+                    }
+                    DbErrorKind::TooLarge => {
+                        "a value of this request would be larger than max_answer_bytes allows"
+                    }
                     DbErrorKind::BadPattern => {
                         "a regular expression of a key~ condition is not valid for this database"
                     }
@@ -107,6 +117,12 @@ impl ApiError {
             }
             other => other.to_string(),
         }
+    }
+
+    /// The client left before its answer was complete: nobody reads this error, and it is
+    /// no fault of the server's.
+    pub fn client_left(&self) -> bool {
+        matches!(self, ApiError::Exec(ExecError::ClientGone))
     }
 
     /// A database error caused by the request (logged for the operator, not as a fault).

@@ -8,7 +8,7 @@
 
 use crate::cell_json::{write_cell, write_string};
 use apijet_exec::cell::Cell;
-use apijet_exec::sink::{approx_bytes, RowSink, SinkError};
+use apijet_exec::sink::{row_bytes, RowSink, SinkError};
 use bytes::Bytes;
 
 /// Writes the answer of one table object from its first row.
@@ -87,13 +87,20 @@ impl RowSink for ObjectSink<'_> {
 
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
         self.rows += 1;
+        // Measured before anything is copied: a cell past the budget is never buffered.
+        let size = row_bytes(cells, self.columns.iter().map(|&(_, len, _)| len));
+        if self.rows > self.max_rows || self.bytes.saturating_add(size) > self.max_bytes {
+            self.over_budget = true;
+            return Err(SinkError::Closed);
+        }
         if self.rows == 1 {
+            self.bytes += size;
             let out = &mut self.object;
             write_string(self.key, out);
             out.extend_from_slice(b":{");
             let mut start = 0;
             let mut first = true;
-            for (cell, &(end, name_len, json)) in cells.iter().zip(&self.columns) {
+            for (cell, &(end, _, json)) in cells.iter().zip(&self.columns) {
                 let name = &self.names[start..end];
                 start = end;
                 if matches!(cell, Cell::Null) {
@@ -105,13 +112,8 @@ impl RowSink for ObjectSink<'_> {
                 first = false;
                 out.extend_from_slice(name);
                 write_answer_cell(cell, json, out);
-                self.bytes += name_len + 4 + approx_bytes(cell);
             }
             out.push(b'}');
-        }
-        if self.rows > self.max_rows || self.bytes > self.max_bytes {
-            self.over_budget = true;
-            return Err(SinkError::Closed);
         }
         Ok(())
     }

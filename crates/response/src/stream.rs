@@ -5,6 +5,10 @@
 //! a bounded channel. A slow client fills the channel, `flush` waits, the backend stops
 //! reading its cursor, and memory stays flat whatever the row count.
 //!
+//! Its answer has the byte budget of every answer, `max_answer_bytes`: each row is measured
+//! before it is encoded, so a row (a cell) past the budget is refused before it is copied, as
+//! a 406 envelope when nothing was sent yet, else by aborting the body.
+//!
 //! The list key is written only when the first row arrives, so an empty list is omitted as
 //! in the buffered path, and `ok`/`code`/`msg`/`time` come last. Failures after the first
 //! chunk cannot change the answer any more: the body is aborted instead of closed, so no
@@ -13,7 +17,7 @@
 use crate::cell_json::{write_cell, write_string};
 use crate::ApiError;
 use apijet_exec::cell::Cell;
-use apijet_exec::sink::{RowSink, SinkError};
+use apijet_exec::sink::{row_bytes, RowSink, SinkError};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
@@ -47,16 +51,21 @@ pub struct StreamSink {
     json: Vec<bool>,
     json_outputs: Vec<String>,
     rows: u64,
+    /// About how many bytes the rows made so far, against `max_bytes`.
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl StreamSink {
     /// A sink for the list `list_key`; `wrap_key` is the table key that wraps each item of a
-    /// `[]` list (`None` for `Table[]`, whose items are the rows themselves).
+    /// `[]` list (`None` for `Table[]`, whose items are the rows themselves). Its rows may make
+    /// about `max_bytes` of JSON.
     pub fn new(
         tx: mpsc::Sender<Chunk>,
         list_key: &str,
         wrap_key: Option<&str>,
         json_outputs: Vec<String>,
+        max_bytes: usize,
     ) -> StreamSink {
         let mut open = b"{".to_vec();
         write_string(list_key, &mut open);
@@ -80,6 +89,8 @@ impl StreamSink {
             json: Vec::new(),
             json_outputs,
             rows: 0,
+            bytes: 0,
+            max_bytes,
         }
     }
 
@@ -126,6 +137,12 @@ impl RowSink for StreamSink {
     }
 
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
+        // Each key's bytes count its comma and colon, as `row_bytes` counts them.
+        let size = row_bytes(cells, self.keys.iter().map(|k| k.len().saturating_sub(4)));
+        self.bytes = self.bytes.saturating_add(size);
+        if self.bytes > self.max_bytes {
+            return Err(SinkError::TooLarge(self.max_bytes));
+        }
         let buf = &mut self.buf;
         if self.rows == 0 {
             buf.extend_from_slice(&self.open);
@@ -183,7 +200,7 @@ mod tests {
     #[tokio::test]
     async fn rows_stream_in_the_envelope_and_empty_lists_are_omitted() {
         let (tx, mut rx) = mpsc::channel(4);
-        let mut sink = StreamSink::new(tx, "User[]", None, vec!["tags".into()]);
+        let mut sink = StreamSink::new(tx, "User[]", None, vec!["tags".into()], 1 << 20);
         sink.columns(&["id".into(), "name".into(), "tags".into()]);
         sink.row(&[Cell::Int(1), Cell::Null, Cell::Text("[1,2]".into())])
             .expect("row");
@@ -198,7 +215,7 @@ mod tests {
             r#"{"User[]":[{"id":1,"tags":[1,2]},{"id":2,"name":"b"}],"ok":true,"code":200,"msg":"success","time":7}"#
         );
         let (tx, mut rx) = mpsc::channel(4);
-        let mut sink = StreamSink::new(tx, "[]", Some("User"), Vec::new());
+        let mut sink = StreamSink::new(tx, "[]", Some("User"), Vec::new(), 1 << 20);
         sink.columns(&["id".into()]);
         sink.finish(7).await.expect("finish");
         let Some(Chunk::Data(d)) = rx.recv().await else {
@@ -208,5 +225,29 @@ mod tests {
             std::str::from_utf8(&d).expect("utf8"),
             r#"{"ok":true,"code":200,"msg":"success","time":7}"#
         );
+    }
+
+    #[tokio::test]
+    async fn a_row_past_the_byte_budget_is_refused_before_it_is_encoded() {
+        let (tx, _rx) = mpsc::channel(4);
+        let mut sink = StreamSink::new(tx, "User[]", None, Vec::new(), 100);
+        sink.columns(&["id".into(), "name".into()]);
+        sink.row(&[Cell::Int(1), Cell::Text("a".into())])
+            .expect("within the budget");
+        let written = sink.buf.len();
+        let big = "x".repeat(200);
+        let refused = sink.row(&[Cell::Int(2), Cell::Text(big.as_str().into())]);
+        assert!(
+            matches!(refused, Err(SinkError::TooLarge(100))),
+            "{refused:?}"
+        );
+        assert_eq!(
+            sink.buf.len(),
+            written,
+            "nothing of the refused row was written"
+        );
+        assert_eq!(sink.rows(), 1);
+        let msg = apijet_exec::ExecError::from(SinkError::TooLarge(100)).to_string();
+        assert!(msg.contains("max_answer_bytes"), "{msg}");
     }
 }

@@ -34,7 +34,8 @@ pub struct Arg {
 /// `DISTINCT ` of an aggregate.
 fn template(engine: Engine, name: &str, args: &[Arg]) -> Option<&'static str> {
     match engine {
-        Engine::MySql => None,
+        // MariaDB has no ANY_VALUE: the group's least value is one of its values.
+        Engine::MySql => (name == "any_value").then_some("min({0})"),
         Engine::Sqlite => sqlite(name, args.len()),
         Engine::Postgres => {
             // MySQL rounds a double to a double and an exact number to an exact number;
@@ -65,6 +66,9 @@ fn sqlite(name: &str, argc: usize) -> Option<&'static str> {
         ("insert", _) => "mysql_insert({*})",
         ("json_type", _) => "upper(json_type({0}))",
         ("json_arrayagg", _) => "json_group_array({D}{0})",
+        ("any_value", _) => "min({0})",
+        // SQLite's second argument would be the separator.
+        ("group_concat", 2..) => "group_concat({D}concat({*}))",
         ("json_objectagg", _) => "json_group_object({0}, {1})",
         ("json_merge_patch", _) => "json_patch({*})",
         ("now" | "sysdate" | "current_timestamp" | "localtime" | "localtimestamp", _) => {
@@ -80,8 +84,12 @@ fn sqlite(name: &str, argc: usize) -> Option<&'static str> {
 
 fn postgres(name: &str, argc: usize) -> Option<&'static str> {
     Some(match (name, argc) {
-        ("group_concat", _) => "string_agg({D}{t0}, ',')",
+        ("group_concat", 1) => "string_agg({D}{t0}, ',')",
+        ("group_concat", _) => "string_agg({D}concat({*}), ',')",
         ("json_arrayagg", _) => "json_agg({D}{0})",
+        // PostgreSQL 16 has any_value; the first element of the group's array is one on every
+        // version and for every type (min() has no jsonb).
+        ("any_value", _) => "(array_agg({0}))[1]",
         ("json_objectagg", _) => "json_object_agg({0}, {1})",
         ("ascii", _) => "ascii({t0})",
         ("char_length" | "character_length", _) => "char_length({t0})",
@@ -105,6 +113,13 @@ fn postgres(name: &str, argc: usize) -> Option<&'static str> {
              ELSE 0 END)"
         }
         ("find_in_set", _) => "coalesce(array_position(string_to_array({t1}, ','), {t0}), 0)",
+        // The first n parts (n ≥ 0) or the last -n parts, joined again, as MySQL's.
+        ("substring_index", _) => {
+            "(CASE WHEN {t1} = '' THEN '' WHEN CAST({2} AS integer) >= 0 THEN \
+             array_to_string((string_to_array({t0}, {t1}))[1:CAST({2} AS integer)], {t1}) \
+             ELSE array_to_string((string_to_array({t0}, {t1}))[greatest(cardinality(\
+             string_to_array({t0}, {t1})) + CAST({2} AS integer) + 1, 1):], {t1}) END)"
+        }
         ("field", _) => "coalesce(array_position(ARRAY[{*1}], {0}), 0)",
         ("insert", _) => "overlay({t0} placing {t3} from {1} for {2})",
         ("sec_to_time", _) => "to_char(make_interval(secs => {n0}), 'HH24:MI:SS')",

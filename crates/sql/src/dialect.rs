@@ -2,7 +2,7 @@
 
 use apijet_core::{Engine, Value};
 use apijet_plan::query::CastType;
-use apijet_plan::schema::ColumnKind;
+use apijet_plan::schema::{CatalogView, ColumnKind};
 
 /// The engine-specific parts of rendering. Every method writes into `out`.
 pub trait Dialect: Send + Sync {
@@ -11,6 +11,14 @@ pub trait Dialect: Send + Sync {
 
     /// Writes the placeholder for bind number `n` (1-based).
     fn placeholder(&self, n: usize, out: &mut String);
+
+    /// Writes a view of the catalogue as a statement's source: `schema.table` where the
+    /// engine has it.
+    fn catalog(&self, view: CatalogView, out: &mut String) {
+        self.quote(view.schema_name(), out);
+        out.push('.');
+        self.quote(view.table_name(), out);
+    }
 
     /// `lhs` matches a regular expression given by placeholder `pattern`.
     fn regex(&self, lhs: &str, pattern: &str, case_insensitive: bool, out: &mut String);
@@ -163,6 +171,10 @@ impl Dialect for Sqlite {
         Engine::Sqlite
     }
 
+    fn catalog(&self, view: CatalogView, out: &mut String) {
+        out.push_str(crate::catalog::sqlite_source(view));
+    }
+
     fn having_needs_group(&self) -> bool {
         true
     }
@@ -224,6 +236,17 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
+    fn catalog(&self, view: CatalogView, out: &mut String) {
+        match crate::catalog::postgres_source(view) {
+            Some(derived) => out.push_str(derived),
+            None => {
+                self.quote(view.schema_name(), out);
+                out.push('.');
+                self.quote(view.table_name(), out);
+            }
+        }
+    }
+
     fn quote(&self, ident: &str, out: &mut String) {
         double_quote(ident, out)
     }

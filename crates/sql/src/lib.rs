@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod calls;
+pub mod catalog;
 mod dialect;
 mod render;
 

@@ -9,6 +9,7 @@ use apijet_plan::query::{
     ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
     Select, Source, Update,
 };
+use apijet_plan::schema::ColumnKind;
 
 /// Renders an INSERT of every row in one statement.
 pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
@@ -164,10 +165,14 @@ impl Writer<'_> {
             || (s.having.is_some() && having_as_filter.is_none());
         // MySQL answers a column that is neither grouped nor aggregated with the value of the
         // group's first row; PostgreSQL refuses such a query, so it is asked for that value.
+        // A raw fragment is written as the operator configured it (it may aggregate).
         let first_of_group = |e: &Expr| {
             aggregate_query
                 && self.d.groups_strictly()
-                && !matches!(e, Expr::Value(_) | Expr::Alias(_) | Expr::Star)
+                && !matches!(
+                    e,
+                    Expr::Value(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
+                )
                 && !contains_aggregate(e)
                 && !contains_window(e)
                 && !s.group.contains(e)
@@ -298,6 +303,7 @@ impl Writer<'_> {
     fn source(&mut self, src: &Source, out: &mut String) {
         match src {
             Source::Table(t) => self.d.quote(t.as_str(), out),
+            Source::Catalog(view) => self.d.catalog(*view, out),
             Source::Select(s) => {
                 out.push('(');
                 self.select(s, out);
@@ -391,8 +397,15 @@ impl Writer<'_> {
                 write_match(self.d.engine(), &cols, &q, *boolean, out);
             }
             Expr::TextLength(inner) => {
+                // A JSON or number column's length is its text's, as MySQL measures it.
                 let arg = self.sub(inner);
-                self.d.text_length(&arg, out);
+                let kind = match &**inner {
+                    Expr::Column { kind, .. } => *kind,
+                    _ => ColumnKind::Other,
+                };
+                let mut text = String::new();
+                self.d.as_text(&arg, kind, &mut text);
+                self.d.text_length(&text, out);
             }
             Expr::JsonLength(inner) => {
                 let arg = self.sub(inner);
@@ -417,6 +430,17 @@ impl Writer<'_> {
             Expr::RowNumber { partition, order } => {
                 out.push_str("row_number() ");
                 self.over(partition, order, out);
+            }
+            Expr::Row(items) => {
+                out.push('(');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    let a = self.arg(item);
+                    out.push_str(&a.sql);
+                }
+                out.push(')');
             }
             Expr::Cast(inner, t) => {
                 out.push_str("CAST(");
@@ -533,6 +557,11 @@ impl Writer<'_> {
             Pred::IsNull(l) => {
                 self.expr(l, out);
                 out.push_str(" IS NULL");
+            }
+            Pred::Raw(sql) => {
+                out.push('(');
+                out.push_str(sql);
+                out.push(')');
             }
             Pred::JsonContains(l, json) => {
                 let lhs = self.sub(l);

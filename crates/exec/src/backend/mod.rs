@@ -10,6 +10,7 @@ pub use mysql::{MySqlBackend, MySqlTx};
 pub use postgres::{PgBackend, PgTx};
 pub use sqlite::{SqliteBackend, SqliteTx};
 
+use crate::cancel::within_deadline;
 use crate::sink::RowSink;
 use crate::ExecError;
 use apijet_core::Engine;
@@ -124,7 +125,10 @@ impl Backend {
         role: DbRole,
     ) -> Result<Backend, ExecError> {
         Ok(match url {
-            DbUrl::Sqlite(path) => Backend::Sqlite(SqliteBackend::open(path, create_sqlite)?),
+            DbUrl::Sqlite(path) => Backend::Sqlite(
+                SqliteBackend::open(path, create_sqlite)?
+                    .with_timeout(std::time::Duration::from_millis(statement_timeout_ms)),
+            ),
             DbUrl::Postgres(u) => Backend::Postgres(
                 PgBackend::connect(u, pool_size, statement_timeout_ms, role).await?,
             ),
@@ -132,6 +136,14 @@ impl Backend {
                 Backend::MySql(MySqlBackend::connect(u, pool_size, statement_timeout_ms).await?)
             }
         })
+    }
+
+    /// The longest value a statement may make, where the engine can refuse longer ones itself
+    /// (SQLite); the others are bounded by the planner and their own settings.
+    pub fn set_max_value_bytes(&mut self, bytes: usize) {
+        if let Backend::Sqlite(b) = self {
+            b.set_max_value_bytes(bytes);
+        }
     }
 
     /// Forgets what it learnt about statements' output columns (the schema is read again).
@@ -166,14 +178,19 @@ impl Backend {
         }
     }
 
-    /// Runs a statement, feeding its rows to `sink`; returns the row count.
+    /// Runs a statement, feeding its rows to `sink`; returns the row count. The request's
+    /// [`crate::cancel::Watch`] may stop it early.
     pub async fn fetch<S: RowSink>(
         &self,
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
         let started = std::time::Instant::now();
-        let result = self.fetch_plain(stmt, sink).await;
+        let result = match self {
+            // SQLite watches its statements itself, between VM steps.
+            Backend::Sqlite(b) => b.fetch(stmt, sink).await,
+            _ => within_deadline(&crate::cancel::current(), self.fetch_plain(stmt, sink)).await,
+        };
         let debug = tracing::enabled!(target: "apijet::sql", tracing::Level::DEBUG);
         log_statement(debug.then_some(started), stmt, &result);
         if let Some(limit) = crate::stats::slow_statement() {
@@ -286,10 +303,11 @@ impl Tx<'_> {
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
         let timed = tracing::enabled!(target: "apijet::sql", tracing::Level::DEBUG)
             .then(std::time::Instant::now);
+        let watch = crate::cancel::current();
         let result = match self {
             Tx::Sqlite(t) => t.execute(stmt).await,
-            Tx::Postgres(t) => t.execute(stmt).await,
-            Tx::MySql(t) => t.execute(stmt).await,
+            Tx::Postgres(t) => within_deadline(&watch, t.execute(stmt)).await,
+            Tx::MySql(t) => within_deadline(&watch, t.execute(stmt)).await,
         };
         log_statement(timed, stmt, &result);
         result
@@ -301,10 +319,11 @@ impl Tx<'_> {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
+        let watch = crate::cancel::current();
         match self {
             Tx::Sqlite(t) => t.fetch(stmt, sink).await,
-            Tx::Postgres(t) => t.fetch(stmt, sink).await,
-            Tx::MySql(t) => t.fetch(stmt, sink).await,
+            Tx::Postgres(t) => within_deadline(&watch, t.fetch(stmt, sink)).await,
+            Tx::MySql(t) => within_deadline(&watch, t.fetch(stmt, sink)).await,
         }
     }
 

@@ -27,6 +27,8 @@ pub struct MySqlBackend {
     current: AtomicUsize,
     /// mysql_async keeps its pool's counts private, so the backend counts for the metrics.
     gauge: Arc<PoolGauge>,
+    /// Per host, the connection that stops statements nobody waits for (`KILL QUERY`).
+    killers: Vec<Arc<Killer>>,
     /// The server is MariaDB (its regex syntax differs from MySQL 8).
     pub mariadb: bool,
 }
@@ -106,6 +108,7 @@ impl MySqlBackend {
                 .collect::<Result<Vec<OptsBuilder>, ExecError>>()?;
             return Ok(MySqlBackend {
                 pools: hosts.iter().cloned().map(Pool::new).collect(),
+                killers: hosts.iter().map(|h| Arc::new(Killer::new(h))).collect(),
                 hosts,
                 current: AtomicUsize::new(i),
                 gauge: Arc::default(),
@@ -119,7 +122,7 @@ impl MySqlBackend {
     /// ones in turn (each tried once), and remembers the one that answered. A pooled connection
     /// that broke (its server restarted, say) fails `op` like a dead host does; the host is
     /// left only when a fresh connection to it fails too.
-    async fn failover<'a, T, F, Fut>(&'a self, op: F) -> Result<T, ExecError>
+    async fn failover<'a, T, F, Fut>(&'a self, op: F) -> Result<(T, usize), ExecError>
     where
         F: Fn(&'a Pool) -> Fut,
         Fut: std::future::Future<Output = Result<T, mysql_async::Error>>,
@@ -134,7 +137,7 @@ impl MySqlBackend {
                         self.current.store(k, Ordering::Relaxed);
                         tracing::warn!(host = k, "database host changed after a failed connection");
                     }
-                    return Ok(v);
+                    return Ok((v, k));
                 }
                 Err(e) if unreachable(&e) => {
                     if n > 1 && self.alive(k).await {
@@ -171,11 +174,11 @@ impl MySqlBackend {
         )
     }
 
-    async fn conn(&self) -> Result<(mysql_async::Conn, Counted), ExecError> {
+    async fn conn(&self) -> Result<(mysql_async::Conn, usize, Counted), ExecError> {
         let waiting = Counted::new(&self.gauge, |g| &g.waiting);
-        let conn = self.failover(Pool::get_conn).await?;
+        let (conn, host) = self.failover(Pool::get_conn).await?;
         drop(waiting);
-        Ok((conn, Counted::new(&self.gauge, |g| &g.in_use)))
+        Ok((conn, host, Counted::new(&self.gauge, |g| &g.in_use)))
     }
 
     /// Runs a statement, feeding every row to `sink`.
@@ -184,26 +187,39 @@ impl MySqlBackend {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let (mut conn, _in_use) = self.conn().await?;
-        fetch_on(&mut conn, stmt, sink).await
+        let (conn, host, in_use) = self.conn().await?;
+        let mut running = Running {
+            conn: Some((conn, in_use)),
+            killer: Arc::clone(&self.killers[host]),
+        };
+        let result = match &mut running.conn {
+            Some((conn, _)) => fetch_on(conn, stmt, sink).await,
+            None => Err(ExecError::Connect("no connection".into())),
+        };
+        if statement_ended(&result) {
+            running.conn.take();
+        }
+        result
     }
 
     /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
     pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
         let waiting = Counted::new(&self.gauge, |g| &g.waiting);
-        let tx = self
+        let (tx, host) = self
             .failover(|p| p.start_transaction(mysql_async::TxOpts::default()))
             .await?;
         drop(waiting);
         Ok(MySqlTx {
-            tx,
+            tx: Some(tx),
+            running: false,
+            killer: Arc::clone(&self.killers[host]),
             _in_use: Counted::new(&self.gauge, |g| &g.in_use),
         })
     }
 
     /// Runs statements that return no rows (schema set-up, demo data).
     pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
-        let (mut conn, _in_use) = self.conn().await?;
+        let (mut conn, _host, _in_use) = self.conn().await?;
         for s in statements {
             conn.query_drop(s.as_str()).await.map_err(db_error)?;
         }
@@ -303,31 +319,124 @@ async fn fetch_on<Q: Queryable, S: RowSink>(
             let v = row.as_ref(i).unwrap_or(&mysql_async::Value::NULL);
             cells.push(cell(v, types[i], binary[i]));
         }
-        sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+        sink.row(&cells).map_err(ExecError::from)?;
         spare = recycle(cells);
         n += 1;
         if sink.wants_flush() {
-            sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+            sink.flush().await.map_err(ExecError::from)?;
         }
     }
     Ok(n)
 }
 
-/// An open transaction; mysql_async rolls it back if it is dropped unfinished.
+/// A pooled connection with a statement under way (see [`crate::cancel`]). Dropped before the
+/// statement ended (its request was dropped, its deadline passed, its sink stopped reading),
+/// its connection is killed from another one (`KILL CONNECTION`, which also stops a statement
+/// that had not started yet) and leaves the pool: a mysql_async future dropped midway leaves
+/// its connection in no state to be used again.
+struct Running {
+    conn: Option<(mysql_async::Conn, Counted)>,
+    killer: Arc<Killer>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some((conn, in_use)) = self.conn.take() {
+            let killer = Arc::clone(&self.killer);
+            spawn_detached(async move {
+                killer.kill(conn.id()).await;
+                // Marks it closed, so the pool discards it instead of lending it again.
+                let _ = conn.disconnect().await;
+                drop(in_use);
+            });
+        }
+    }
+}
+
+/// Runs `work` on the runtime, if there is one (a drop outside it has nothing to stop).
+fn spawn_detached(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
+    }
+}
+
+/// Whether a fetch's statement is over: it ran to its end or the server refused it. A fetch
+/// that stopped reading (a client gone, a budget spent) left it running.
+fn statement_ended(result: &Result<u64, ExecError>) -> bool {
+    matches!(result, Ok(_) | Err(ExecError::Db { .. }))
+}
+
+/// One connection per host that ends other connections (a connection's id is its host's own,
+/// so the kill must go to the same host). Opened at the first kill; kills queue on it.
+struct Killer {
+    host: OptsBuilder,
+    conn: tokio::sync::Mutex<Option<mysql_async::Conn>>,
+}
+
+impl Killer {
+    fn new(host: &OptsBuilder) -> Killer {
+        Killer {
+            host: host.clone(),
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Ends connection `id` and whatever it runs (`KILL CONNECTION`).
+    async fn kill(&self, id: u32) {
+        let mut slot = self.conn.lock().await;
+        // A kill connection that broke since its last use is opened again, once.
+        for _ in 0..2 {
+            if slot.is_none() {
+                match mysql_async::Conn::new(self.host.clone()).await {
+                    Ok(c) => *slot = Some(c),
+                    Err(e) => {
+                        tracing::warn!("cannot stop a statement nobody waits for: {e}");
+                        return;
+                    }
+                }
+            }
+            let Some(conn) = slot.as_mut() else {
+                return;
+            };
+            match conn.query_drop(format!("KILL CONNECTION {id}")).await {
+                Ok(()) => return,
+                // 1094: the connection ended meanwhile.
+                Err(mysql_async::Error::Server(e)) if e.code == 1094 => return,
+                Err(_) => *slot = None,
+            }
+        }
+    }
+}
+
+/// An open transaction; mysql_async rolls it back if it is dropped unfinished. Dropped while a
+/// statement runs, its connection is killed (which rolls back too).
 pub struct MySqlTx {
-    tx: mysql_async::Transaction<'static>,
+    tx: Option<mysql_async::Transaction<'static>>,
+    /// A statement was started and has not ended.
+    running: bool,
+    killer: Arc<Killer>,
     _in_use: Counted,
 }
 
 impl MySqlTx {
+    fn tx(&mut self) -> Result<&mut mysql_async::Transaction<'static>, ExecError> {
+        self.tx
+            .as_mut()
+            .ok_or(ExecError::Connect("the transaction is closed".into()))
+    }
+
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
         let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
-        self.tx
+        self.running = true;
+        let tx = self.tx()?;
+        let result = tx
             .exec_drop(stmt.sql.as_str(), mysql_async::Params::Positional(params))
             .await
-            .map_err(db_error)?;
-        Ok(self.tx.affected_rows())
+            .map_err(db_error)
+            .map(|()| tx.affected_rows());
+        self.running = false;
+        result
     }
 
     /// Runs a query inside the transaction, feeding its rows to `sink`.
@@ -336,17 +445,49 @@ impl MySqlTx {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        fetch_on(&mut self.tx, stmt, sink).await
+        self.running = true;
+        let result = fetch_on(self.tx()?, stmt, sink).await;
+        self.running = !statement_ended(&result);
+        result
     }
 
     /// Commits.
-    pub async fn commit(self) -> Result<(), ExecError> {
-        self.tx.commit().await.map_err(db_error)
+    pub async fn commit(mut self) -> Result<(), ExecError> {
+        if self.running {
+            return Err(ExecError::Connect(
+                "the transaction's last statement did not end".into(),
+            ));
+        }
+        match self.tx.take() {
+            Some(tx) => tx.commit().await.map_err(db_error),
+            None => Err(ExecError::Connect("the transaction is closed".into())),
+        }
     }
 
     /// Rolls back.
-    pub async fn rollback(self) -> Result<(), ExecError> {
-        self.tx.rollback().await.map_err(db_error)
+    pub async fn rollback(mut self) -> Result<(), ExecError> {
+        if self.running {
+            // Dropping kills the statement; mysql_async then rolls back.
+            return Ok(());
+        }
+        match self.tx.take() {
+            Some(tx) => tx.rollback().await.map_err(db_error),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for MySqlTx {
+    fn drop(&mut self) {
+        if let (true, Some(tx)) = (self.running, self.tx.take()) {
+            let killer = Arc::clone(&self.killer);
+            spawn_detached(async move {
+                killer.kill(tx.id()).await;
+                // The pool's clean-up (a rollback) fails on the killed connection, which it
+                // then discards.
+                drop(tx);
+            });
+        }
     }
 }
 
@@ -424,6 +565,10 @@ fn db_error(e: mysql_async::Error) -> ExecError {
                 1139 | 3685..=3698 => DbErrorKind::BadPattern,
                 1305 => DbErrorKind::Unsupported,
                 1054 | 1064 | 1146 | 1582 | 1584 => DbErrorKind::Syntax,
+                // SQLSTATE class 22, data exception: a value out of range, a bad conversion,
+                // a division by zero (`power(10,400)`), as PostgreSQL classes them.
+                _ if se.state.starts_with("22") => DbErrorKind::BadValue,
+                _ if se.state.starts_with("23") => DbErrorKind::Constraint,
                 _ => DbErrorKind::Other,
             };
             ExecError::Db {

@@ -113,7 +113,15 @@ impl PgBackend {
             .get()
             .await
             .map_err(|e| ExecError::Connect(e.to_string()))?;
-        fetch_on(&client, stmt, sink).await
+        let running = Running(Some(client));
+        let result = match &running.0 {
+            Some(client) => fetch_on(client, stmt, sink).await,
+            None => Err(ExecError::Connect("no connection".into())),
+        };
+        if statement_ended(&result) {
+            running.ended();
+        }
+        result
     }
 
     /// Starts a transaction on a connection of its own.
@@ -126,6 +134,7 @@ impl PgBackend {
         client.batch_execute("BEGIN").await.map_err(db_error)?;
         Ok(PgTx {
             client: Some(client),
+            running: false,
         })
     }
 
@@ -200,20 +209,76 @@ async fn fetch_on<S: RowSink>(
             };
             cells.push(cell);
         }
-        sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+        sink.row(&cells).map_err(ExecError::from)?;
         spare = recycle(cells);
         n += 1;
         if sink.wants_flush() {
-            sink.flush().await.map_err(|_| ExecError::ClientGone)?;
+            sink.flush().await.map_err(ExecError::from)?;
         }
     }
     Ok(n)
 }
 
+/// A pooled connection with a statement under way (see [`crate::cancel`]). Dropped before
+/// [`Running::ended`] (its request was dropped, its deadline passed, its sink stopped
+/// reading), the statement may still run: it is cancelled.
+struct Running(Option<deadpool_postgres::Object>);
+
+impl Running {
+    /// The statement is over: the connection goes back to the pool as it is.
+    fn ended(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            cancel(client);
+        }
+    }
+}
+
+/// Whether a fetch's statement is over: it ran to its end or the server refused it. A fetch
+/// that stopped reading (a client gone, a budget spent) left it running.
+fn statement_ended(result: &Result<u64, ExecError>) -> bool {
+    matches!(result, Ok(_) | Err(ExecError::Db { .. }))
+}
+
+/// Asks the server to cancel what `client` runs, again until the connection answers an empty
+/// query (see [`crate::cancel::CANCEL_WAITS`]), then closes it. It leaves the pool at once, so
+/// a cancel, which the server applies to whatever runs when it arrives, cannot land on another
+/// request's statement. Closing also rolls back an open transaction.
+fn cancel(client: deadpool_postgres::Object) {
+    let token = client.cancel_token();
+    let detached = deadpool_postgres::Object::take(client);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        for wait in crate::cancel::CANCEL_WAITS {
+            if let Err(e) = token.cancel_query(NoTls).await {
+                tracing::warn!("cannot cancel a statement nobody waits for: {e}");
+                break;
+            }
+            if tokio::time::timeout(wait, detached.simple_query(""))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        drop(detached);
+    });
+}
+
 /// An open transaction. Dropped unfinished (an error path, a cancelled request), it rolls back
-/// before its connection goes back to the pool.
+/// before its connection goes back to the pool; dropped while a statement runs, the statement
+/// is cancelled and the connection closed (which rolls back too).
 pub struct PgTx {
     client: Option<deadpool_postgres::Object>,
+    /// A statement was started and has not ended.
+    running: bool,
 }
 
 impl PgTx {
@@ -225,13 +290,16 @@ impl PgTx {
 
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
+        self.running = true;
         let client = self.client()?;
         let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
         let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
-        client
+        let result = client
             .execute_raw(&prepared, params.iter())
             .await
-            .map_err(db_error)
+            .map_err(db_error);
+        self.running = false;
+        result
     }
 
     /// Runs a query inside the transaction, feeding its rows to `sink`.
@@ -240,11 +308,19 @@ impl PgTx {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        fetch_on(self.client()?, stmt, sink).await
+        self.running = true;
+        let result = fetch_on(self.client()?, stmt, sink).await;
+        self.running = !statement_ended(&result);
+        result
     }
 
     /// Commits.
     pub async fn commit(mut self) -> Result<(), ExecError> {
+        if self.running {
+            return Err(ExecError::Connect(
+                "the transaction's last statement did not end".into(),
+            ));
+        }
         let client = self
             .client
             .take()
@@ -254,6 +330,10 @@ impl PgTx {
 
     /// Rolls back.
     pub async fn rollback(mut self) -> Result<(), ExecError> {
+        if self.running {
+            // Dropping cancels the statement and closes the connection, which rolls back.
+            return Ok(());
+        }
         if let Some(client) = self.client.take() {
             client.batch_execute("ROLLBACK").await.map_err(db_error)?;
         }
@@ -263,12 +343,15 @@ impl PgTx {
 
 impl Drop for PgTx {
     fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
-                    let _ = client.batch_execute("ROLLBACK").await;
-                });
-            }
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if self.running {
+            cancel(client);
+        } else if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = client.batch_execute("ROLLBACK").await;
+            });
         }
     }
 }

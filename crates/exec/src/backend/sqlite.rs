@@ -8,6 +8,7 @@
 //! the async consumer from there, which pauses the cursor while the client is slow. `regexp` and `regexp_ci` are registered on every
 //! connection, since SQLite has no regex function of its own.
 
+use crate::cancel::{Stop, Watch};
 use crate::cell::{recycle, Cell};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
@@ -22,10 +23,15 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// SQLite VM steps a read may take on the async worker before it is moved off it (about a
 /// millisecond or less: an indexed lookup takes a few hundred).
 const DIRECT_BUDGET: i32 = 50_000;
+
+/// VM steps between two looks at a statement's deadline and client: a few hundred
+/// microseconds of work, so a stopped statement ends within a millisecond or so.
+const WATCH_STEPS: i32 = 20_000;
 
 /// Reads that ran out of [`DIRECT_BUDGET`] and ran again (for the test of that path).
 #[cfg(test)]
@@ -39,6 +45,11 @@ pub struct SqliteBackend {
     outputs: Outputs,
     /// Connections lent out, for `/metrics`.
     in_use: std::sync::atomic::AtomicI64,
+    /// `statement_timeout_ms`: SQLite has no timeout of its own, so the progress handler
+    /// applies it.
+    timeout: Duration,
+    /// The longest string or blob a statement may make (SQLITE_LIMIT_LENGTH); 0: SQLite's own.
+    max_value_bytes: i32,
 }
 
 impl SqliteBackend {
@@ -49,6 +60,8 @@ impl SqliteBackend {
             idle: Mutex::new(Vec::new()),
             outputs: Outputs::default(),
             in_use: std::sync::atomic::AtomicI64::new(1),
+            timeout: Duration::ZERO,
+            max_value_bytes: 0,
         };
         let conn = backend.new_connection(create).map_err(|e| match e {
             ExecError::Connect(why) => super::target::sqlite_failure(path, &why),
@@ -73,7 +86,39 @@ impl SqliteBackend {
         register_regex(&conn, "regexp", false)?;
         register_regex(&conn, "regexp_ci", true)?;
         super::sqlite_functions::register(&conn).map_err(db_error)?;
+        self.limit(&conn);
         Ok(conn)
+    }
+
+    /// Stops statements that run longer than `timeout` (zero: never).
+    pub fn with_timeout(mut self, timeout: Duration) -> SqliteBackend {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Makes the engine refuse (SQLITE_TOOBIG) any string or blob longer than `bytes`, however
+    /// a statement builds it: a concatenation of many rows, a function of a function.
+    pub fn set_max_value_bytes(&mut self, bytes: usize) {
+        self.max_value_bytes = i32::try_from(bytes).unwrap_or(i32::MAX);
+        if let Ok(idle) = self.idle.lock() {
+            for conn in idle.iter() {
+                self.limit(conn);
+            }
+        }
+    }
+
+    fn limit(&self, conn: &Connection) {
+        if self.max_value_bytes > 0 {
+            let _ = conn.set_limit(
+                rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH,
+                self.max_value_bytes,
+            );
+        }
+    }
+
+    /// What stops this request's statements: its own watch and `statement_timeout_ms`.
+    fn watch(&self) -> Watch {
+        crate::cancel::current().with_timeout(self.timeout, "statement_timeout_ms")
     }
 
     /// Connections lent out (a new one is opened when none is idle, so nobody waits).
@@ -128,7 +173,12 @@ impl SqliteBackend {
             #[cfg(test)]
             RERUNS.fetch_add(1, Ordering::Relaxed);
         }
-        let result = tokio::task::block_in_place(|| run(&conn, stmt, sink, &handle, &self.outputs));
+        let watch = self.watch();
+        let result = tokio::task::block_in_place(|| {
+            stoppable(&conn, &watch, || {
+                run(&conn, stmt, sink, &handle, &self.outputs)
+            })
+        });
         self.put(conn);
         result
     }
@@ -185,10 +235,13 @@ impl SqliteTx<'_> {
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
         let conn = self.conn()?;
+        let watch = self.backend.watch();
         tokio::task::block_in_place(|| {
-            let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
-            bind(&mut prepared, &stmt.binds)?;
-            prepared.raw_execute().map(|n| n as u64).map_err(db_error)
+            stoppable(conn, &watch, || {
+                let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
+                bind(&mut prepared, &stmt.binds)?;
+                prepared.raw_execute().map(|n| n as u64).map_err(step_error)
+            })
         })
     }
 
@@ -200,7 +253,12 @@ impl SqliteTx<'_> {
     ) -> Result<u64, ExecError> {
         let conn = self.conn()?;
         let handle = tokio::runtime::Handle::current();
-        tokio::task::block_in_place(|| run(conn, stmt, sink, &handle, &self.backend.outputs))
+        let watch = self.backend.watch();
+        tokio::task::block_in_place(|| {
+            stoppable(conn, &watch, || {
+                run(conn, stmt, sink, &handle, &self.backend.outputs)
+            })
+        })
     }
 
     fn finish(&mut self, sql: &str) -> Result<(), ExecError> {
@@ -231,6 +289,40 @@ impl Drop for SqliteTx<'_> {
                 self.backend.put(conn);
             }
         }
+    }
+}
+
+/// Runs `statement` on `conn`, stopped (interrupted) when `watch` says so: its deadline
+/// passed or its client left.
+fn stoppable<T>(
+    conn: &Connection,
+    watch: &Watch,
+    statement: impl FnOnce() -> Result<T, ExecError>,
+) -> Result<T, ExecError> {
+    if !watch.is_active() {
+        return statement();
+    }
+    let started = Instant::now();
+    let stopped: Arc<Mutex<Option<Stop>>> = Arc::default();
+    let (seen, watch) = (Arc::clone(&stopped), watch.clone());
+    conn.progress_handler(
+        WATCH_STEPS,
+        Some(move || match watch.stop(started) {
+            Some(stop) => {
+                if let Ok(mut slot) = seen.lock() {
+                    *slot = Some(stop);
+                }
+                true
+            }
+            None => false,
+        }),
+    );
+    let result = statement();
+    conn.progress_handler(0, None::<fn() -> bool>);
+    let stop = stopped.lock().ok().and_then(|mut s| s.take());
+    match (result, stop) {
+        (Err(_), Some(stop)) => Err(stop.error()),
+        (result, _) => result,
     }
 }
 
@@ -303,19 +395,17 @@ fn run<S: RowSink>(
     let mut rows = prepared.raw_query();
     let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
     let mut n = 0u64;
-    while let Some(row) = rows.next().map_err(db_error)? {
+    while let Some(row) = rows.next().map_err(step_error)? {
         let mut cells: Vec<Cell<'_>> = recycle(spare);
         for (i, d) in kinds.iter().enumerate() {
             let v = row.get_ref(i).map_err(db_error)?;
             cells.push(cell(v, *d));
         }
-        sink.row(&cells).map_err(|_| ExecError::ClientGone)?;
+        sink.row(&cells).map_err(ExecError::from)?;
         spare = recycle(cells);
         n += 1;
         if sink.wants_flush() {
-            handle
-                .block_on(sink.flush())
-                .map_err(|_| ExecError::ClientGone)?;
+            handle.block_on(sink.flush()).map_err(ExecError::from)?;
         }
     }
     Ok(n)
@@ -438,6 +528,27 @@ fn register_regex(conn: &Connection, name: &str, case_insensitive: bool) -> Resu
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// An error of a prepared statement while it runs. SQLite has no classes of errors, but where
+/// they happen says enough: a statement that prepared names only what exists, so a generic
+/// error while it steps comes from evaluating a value (`json_length` of text that is not JSON,
+/// a function's own refusal), a client's mistake as PostgreSQL's class 22 is.
+fn step_error(e: rusqlite::Error) -> ExecError {
+    let generic = matches!(
+        &e,
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::Unknown
+    );
+    match db_error(e) {
+        ExecError::Db {
+            kind: DbErrorKind::Other,
+            message,
+        } if generic => ExecError::Db {
+            kind: DbErrorKind::BadValue,
+            message,
+        },
+        other => other,
+    }
+}
+
 fn db_error(e: rusqlite::Error) -> ExecError {
     let kind = match &e {
         rusqlite::Error::SqliteFailure(f, _) => match f.code {
@@ -451,6 +562,7 @@ fn db_error(e: rusqlite::Error) -> ExecError {
             rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked => {
                 DbErrorKind::Timeout
             }
+            rusqlite::ErrorCode::TooBig => DbErrorKind::TooLarge,
             _ => DbErrorKind::Other,
         },
         rusqlite::Error::UserFunctionError(_) => DbErrorKind::BadValue,

@@ -140,7 +140,15 @@ impl Reader<'_> {
         self.check_depth(&arr_path, depth)?;
         let opts = self.env.options;
         let paging = array::paging(a, &arr_path, opts.max_count, opts.max_page)?;
-        let Some((main_member, main)) = a.items.members.first().and_then(|m| match &m.node {
+        // The main object is the item's first object: plain values (custom `@` keys) before it
+        // are echoed in the item, as the reference keeps them.
+        let main_at = a
+            .items
+            .members
+            .iter()
+            .position(|m| !matches!(m.node, Node::Value(_)))
+            .unwrap_or(0);
+        let Some((main_member, main)) = a.items.members.get(main_at).and_then(|m| match &m.node {
             Node::Table(t) => Some((m, t)),
             _ => None,
         }) else {
@@ -165,7 +173,8 @@ impl Reader<'_> {
             return Ok(empty());
         };
         let mut joined = false;
-        let mut item_members: Vec<Member> = a.items.members.get(1..).unwrap_or_default().to_vec();
+        let mut item_members: Vec<Member> = a.items.members.clone();
+        item_members.remove(main_at);
         let mut quiet = Vec::new();
         let mut carried: Vec<Carried> = Vec::new();
         let mut json_outputs = plan.json_outputs.clone();

@@ -156,12 +156,16 @@ pub struct Outcome {
 
 /// Runs a GET/HEAD request.
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
-    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    let customs =
+        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let mut reader = Reader::new(req, env);
     let mut out = Map::new();
     reader
         .container(&req.root.members, "", &mut out, 1, true)
         .await?;
+    // Custom root `@` keys come back after the objects, as the reference answers them.
+    out.extend(customs);
     Ok(Outcome {
         results: out,
         statements: reader.statements.into_inner(),
@@ -453,22 +457,17 @@ impl<'a> Reader<'a> {
                     }
                     Node::Value(v) if m.key.starts_with('@') => {
                         // Root keywords with an object value (`"@gets":{…}`, the CRUD
-                        // declarations' object form) are checked like the others; elsewhere an
-                        // `@` key is no custom value to echo, but a keyword we do not know.
-                        let name = m.key[1..].to_string();
-                        let global = [(name.clone(), v.clone())];
-                        if depth == 1 && v.is_object() {
-                            apijet_plan::keywords::check_root_keywords(
-                                &global,
-                                self.env.method,
-                                self.env.options,
-                            )?;
-                        } else {
-                            return Err(PlanError::Invalid(format!(
-                                "{path}/{}: @{name} is not a keyword apijet knows here; remove it",
-                                m.key
-                            ))
-                            .into());
+                        // declarations' object form) are checked like the others; any other
+                        // `@` key of a container is a custom value, echoed as the reference
+                        // does, unless it looks like a misspelt keyword.
+                        let global = [(m.key[1..].to_string(), v.clone())];
+                        let customs = apijet_plan::keywords::check_root_keywords(
+                            &global,
+                            self.env.method,
+                            self.env.options,
+                        )?;
+                        if depth > 1 || !v.is_object() || !customs.is_empty() {
+                            out.insert(m.key.clone(), v.clone());
                         }
                     }
                     Node::Value(v) => {

@@ -87,6 +87,13 @@ pub fn nested_list(req: &Request, env: &ReadEnv<'_>) -> Option<Nested> {
     let Node::Array(a) = &member.node else {
         return None;
     };
+    let plain_root =
+        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)
+            .is_ok_and(|customs| customs.is_empty());
+    if !plain_root {
+        // Custom root keys are echoed after the list, refusals answered: the buffered read.
+        return None;
+    }
     let opts = env.options;
     let paging = array::paging(a, &member.key, opts.max_count, opts.max_page).ok()?;
     if paging.mode != QueryMode::Rows || a.join.is_some() || opts.max_arrays == 0 {
@@ -110,6 +117,7 @@ pub async fn read_nested<S: ItemSink>(
     out: &mut S,
 ) -> Result<usize, ExecError> {
     apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
+    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let [member] = req.root.members.as_slice() else {
         return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
     };

@@ -74,8 +74,11 @@ pub(super) async fn post(
     for t in objects {
         before(t, env)?;
         let mut resolve = |path: &str| {
-            let mut v = written.get(path.split('/').next().unwrap_or_default())?;
-            for seg in path.split('/').skip(1) {
+            // Every object of a write sits at the root: `/Random/id` (the path from the root,
+            // as the demo's `POST Random` structure writes it) and `Random/id` are the same.
+            let mut segments = path.strip_prefix('/').unwrap_or(path).split('/');
+            let mut v = written.get(segments.next().unwrap_or_default())?;
+            for seg in segments {
                 v = v.get(seg)?;
             }
             Some(v.clone())

@@ -23,23 +23,71 @@ impl<N: Names> Parser<'_, N> {
                 self.comparison()?
             };
             self.keyword("then")?;
-            whens.push((cond, self.comparison()?));
+            whens.push((cond, self.case_result()?));
         }
         if whens.is_empty() {
             return Err(self.err("CASE needs at least one WHEN … THEN …"));
         }
         let otherwise = if self.at_keyword("else") {
             self.pos += 1;
-            Some(Box::new(self.comparison()?))
+            Some(Box::new(self.case_result()?))
         } else {
             None
         };
         self.keyword("end")?;
+        // `CASE sex WHEN '1' …`: MySQL compares a number column with a numeric text as
+        // numbers; PostgreSQL refuses smallint = text. The text is bound as the number.
+        if let Some(Expr::Column { kind, .. }) = operand.as_deref() {
+            use crate::schema::ColumnKind;
+            if matches!(
+                kind,
+                ColumnKind::Int | ColumnKind::Float | ColumnKind::Decimal
+            ) {
+                for (w, _) in &mut whens {
+                    if let Expr::Value(apijet_core::Value::Text(t)) = w {
+                        if let Some(n) = crate::expr::number(t.trim()) {
+                            *w = Expr::Value(n);
+                        }
+                    }
+                }
+            }
+        }
         Ok(Expr::Case {
             operand,
             whens,
             otherwise,
         })
+    }
+
+    /// What a `THEN` or `ELSE` answers: an expression, or, as the reference takes it, the
+    /// unquoted text up to the next `WHEN`, `ELSE` or `END` (`WHEN '1' THEN 女`), bound as a
+    /// value like an unquoted function argument.
+    fn case_result(&mut self) -> Result<Expr, PlanError> {
+        let start = self.pos;
+        let depth = self.depth;
+        let ends_here = |p: &Self| ["when", "else", "end"].iter().any(|k| p.at_keyword(k));
+        match self.comparison() {
+            Ok(e) if ends_here(self) => return Ok(e),
+            Err(e @ (PlanError::Limit(_) | PlanError::UnknownFunction(_))) => return Err(e),
+            _ => {}
+        }
+        self.depth = depth;
+        self.pos = start;
+        while self.peek().is_some() && !ends_here(self) {
+            self.pos += 1;
+        }
+        if self.pos == start {
+            return Err(self.err("a value is missing after THEN or ELSE"));
+        }
+        let text = &self.src[self.toks[start].start..self.toks[self.pos - 1].end];
+        if text.contains('\'') {
+            return Err(self.err(&format!("'{text}' mixes quoted and unquoted text")));
+        }
+        self.key[start] = Some(format!("'{text}'"));
+        for k in &mut self.key[start + 1..self.pos] {
+            *k = Some(String::new());
+        }
+        Ok(Expr::Value(apijet_core::Value::Text(text.to_string())))
     }
 
     /// `OVER ( [PARTITION BY …] [ORDER BY … [ASC|DESC], …] )`, after `OVER (`.
