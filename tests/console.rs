@@ -9,6 +9,7 @@
 mod support;
 
 use serde_json::json;
+use std::time::{Duration, Instant};
 use support::browser::Browser;
 use support::{skip, Server};
 
