@@ -20,6 +20,7 @@ pub mod data;
 pub mod engine;
 pub mod handwritten;
 pub mod http;
+pub mod live_client;
 pub mod load;
 pub mod report;
 pub mod rng;
@@ -58,6 +59,11 @@ Scenarios (--scenarios, in this order):
   insert  Inserts: single-row POST Comment at 1/16/64/256 clients with the write queue off and
           on, a 1,000-row batch POST, and the raw multi-row INSERT of 1,000 rows (what
           the retired bench/inserts.sh measured) as the baseline. Reports rows/s.
+  live    Live answers: --live-levels subscribers (1,000 / 10,000 / 20,000) of the nested
+          Moment/User/Comment request over /subscribe, one HTTP/1.1 connection each, every
+          subscribed moment changed once a second by a writer outside apijet. Reports apijet's,
+          the database's and the subscribers' CPU and the delay from commit to event (median,
+          p99) beside Hasura's published figures. Goal: 10,000 at p99 < 1 s on 2 cores.
 
 Data (generated in the database, with a progress bar): t_event (2,000,000 rows),
 purch_sku_master (2,000,000 rows), the demo dataset scaled to 10,000 users, 100,000 moments,
@@ -89,6 +95,7 @@ pub enum ScenarioId {
     Nested,
     Tfb,
     Insert,
+    Live,
 }
 
 /// `apijet bench` options.
@@ -175,6 +182,24 @@ pub struct BenchArgs {
     /// Internal: the HOST:PORT of --serve-handwritten.
     #[arg(long, hide = true)]
     pub handwritten_listen: Option<String>,
+    /// Live scenario: subscriber levels (default 1000,10000,20000; --quick 100).
+    #[arg(long, value_delimiter = ',')]
+    pub live_levels: Option<Vec<u64>>,
+    /// Live scenario: seconds of writes per level (default 10; --quick 3).
+    #[arg(long)]
+    pub live_seconds: Option<u64>,
+    /// Internal: run the live scenario's subscribers against this apijet (HOST:PORT).
+    #[arg(long, hide = true, requires_all = ["live_first", "live_count", "live_out"])]
+    pub live_client: Option<String>,
+    /// Internal: the first moment id of --live-client.
+    #[arg(long, hide = true)]
+    pub live_first: Option<i64>,
+    /// Internal: how many subscribers --live-client holds.
+    #[arg(long, hide = true)]
+    pub live_count: Option<usize>,
+    /// Internal: where --live-client writes the answers it saw.
+    #[arg(long, hide = true)]
+    pub live_out: Option<String>,
 }
 
 impl BenchArgs {
@@ -194,6 +219,7 @@ impl BenchArgs {
                 ScenarioId::Nested,
                 ScenarioId::Tfb,
                 ScenarioId::Insert,
+                ScenarioId::Live,
             ]
         })
     }
@@ -227,6 +253,10 @@ pub struct Settings {
     pub rate_fraction: f64,
     /// Random request bodies (keys) per step.
     pub keys: usize,
+    /// Live subscribers per level.
+    pub live_levels: Vec<u64>,
+    /// Seconds of writes per live level.
+    pub live_seconds: u64,
 }
 
 impl Settings {
@@ -283,6 +313,14 @@ impl Settings {
             tfb_connections: if q { 4 } else { 64 },
             rate_fraction: a.rate_fraction,
             keys: if q { 100 } else { 10_000 },
+            live_levels: a.live_levels.clone().unwrap_or_else(|| {
+                if q {
+                    vec![100]
+                } else {
+                    vec![1_000, 10_000, 20_000]
+                }
+            }),
+            live_seconds: a.live_seconds.unwrap_or(if q { 3 } else { 10 }).max(1),
         })
     }
 }
@@ -331,6 +369,17 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
         &args.handwritten_listen,
     ) {
         return handwritten::serve(db, listen, handwritten::Lookup::parse(spec)?).await;
+    }
+    if let (Some(addr), Some(first), Some(count), Some(out)) = (
+        &args.live_client,
+        args.live_first,
+        args.live_count,
+        &args.live_out,
+    ) {
+        let addr = addr
+            .parse()
+            .map_err(|e| format!("--live-client {addr}: {e}"))?;
+        return live_client::run(addr, first, count, out).await;
     }
     if let Some(file) = &args.render {
         let report = read_report(file)?;
@@ -540,7 +589,11 @@ async fn run_engine(
     if want(ScenarioId::Point) {
         data::sku::generate(&mut conn, engine, settings.sku_rows).await?;
     }
-    if want(ScenarioId::Nested) || want(ScenarioId::Tfb) || want(ScenarioId::Insert) {
+    if want(ScenarioId::Nested)
+        || want(ScenarioId::Tfb)
+        || want(ScenarioId::Insert)
+        || want(ScenarioId::Live)
+    {
         data::demo::scale_up(&mut conn, engine, settings.demo).await?;
     }
     drop(conn);
@@ -564,6 +617,7 @@ async fn run_engine(
             ScenarioId::Nested => scenario::nested::run(&ctx).await,
             ScenarioId::Tfb => scenario::tfb::run(&ctx).await,
             ScenarioId::Insert => scenario::inserts::run(&ctx).await,
+            ScenarioId::Live => scenario::live::run(&ctx).await,
         };
         println!("{}", report::table::scenario_section(&r, &db.version));
         results.push(r);

@@ -20,7 +20,8 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    fn toml(&self) -> String {
+    /// The TOML file of these settings.
+    pub fn toml(&self) -> String {
         format!(
             "# written by apijet bench\n\
              max_count = {}\n\
@@ -59,10 +60,20 @@ impl Server {
         cfg: &ServerConfig,
         work: &Path,
     ) -> Result<Server, String> {
+        Server::start_toml(apijet, db_url, &cfg.toml(), work)
+    }
+
+    /// Starts `apijet serve` on `db_url` with the settings `toml`.
+    pub fn start_toml(
+        apijet: &Path,
+        db_url: &str,
+        toml: &str,
+        work: &Path,
+    ) -> Result<Server, String> {
         std::fs::create_dir_all(work)
             .map_err(|e| format!("cannot create {}: {e}", work.display()))?;
         let config = work.join("apijet.toml");
-        std::fs::write(&config, cfg.toml())
+        std::fs::write(&config, toml)
             .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
         Server::spawn(apijet, work, "apijet serve", |cmd, addr| {
             cmd.arg("serve")
