@@ -194,10 +194,11 @@ impl Metrics {
         self.live.shapes.store(shapes as i64, Relaxed);
     }
 
-    /// One refetch of a shape's `results` that took `seconds`.
-    pub fn live_refetch(&self, results: usize, seconds: f64) {
+    /// One refetch of a shape's `results`, with `reads` reads, that took `seconds`.
+    pub fn live_refetch(&self, results: usize, reads: usize, seconds: f64) {
         self.live.refetches.fetch_add(1, Relaxed);
         self.live.refetched.fetch_add(results as u64, Relaxed);
+        self.live.reads.fetch_add(reads as u64, Relaxed);
         self.live.refetch_time.observe(seconds);
     }
 
@@ -327,6 +328,7 @@ struct LiveCounters {
     shapes: AtomicI64,
     refetches: AtomicU64,
     refetched: AtomicU64,
+    reads: AtomicU64,
     pushes: AtomicU64,
     refetch_time: Histogram,
 }
@@ -338,13 +340,14 @@ impl LiveCounters {
             shapes: AtomicI64::new(0),
             refetches: AtomicU64::new(0),
             refetched: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
             pushes: AtomicU64::new(0),
             refetch_time: Histogram::new(&LATENCY_BUCKETS),
         }
     }
 
     fn render(&self, out: &mut String) {
-        let rows: [(&str, &str, &str, i64); 5] = [
+        let rows: [(&str, &str, &str, i64); 6] = [
             (
                 "apijet_live_subscriptions",
                 "Open live subscriptions.",
@@ -368,6 +371,12 @@ impl LiveCounters {
                 "Distinct results answered by refetches.",
                 "counter",
                 self.refetched.load(Relaxed) as i64,
+            ),
+            (
+                "apijet_live_reads_total",
+                "Reads run by refetches (one per shape's chunk read together, one per result read alone).",
+                "counter",
+                self.reads.load(Relaxed) as i64,
             ),
             (
                 "apijet_live_pushes_total",

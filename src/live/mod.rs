@@ -14,6 +14,7 @@
 //! - [`routes`]: the HTTP handlers.
 
 mod answer;
+mod multiplex;
 pub mod notify;
 mod patch;
 mod refetch;

@@ -16,33 +16,65 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 /// The shape of a query: the results of one shape are refetched together, at most once per
-/// interval. Until the planner gives plans a shape of their own, each distinct query is its
-/// own shape.
+/// interval. Queries that [`multiplex`](super::multiplex) can read together share a shape
+/// when only their first object's `id` differs; any other query is a shape of its own (until
+/// the planner gives every read a shape, issue 18).
 pub fn shape_of(query: &Query) -> String {
-    query.key()
+    super::multiplex::shape(query).unwrap_or_else(|| query.key())
 }
 
-/// Refetches the results of one shape: one answer each, in order, and what they read. At most
-/// `permits` reads run at once across every shape.
-pub async fn refetch(
-    state: &AppState,
-    results: &[Arc<Shared>],
-    permits: &Semaphore,
-) -> (Vec<Json>, Reads) {
-    let reads = futures_util::future::join_all(results.iter().map(|r| async {
-        let _permit = permits.acquire().await;
-        read_once(state, &r.query).await
-    }))
+/// What one refetch of a shape gave.
+pub struct Refetched {
+    /// One answer per result, in order.
+    pub answers: Vec<Json>,
+    /// What the reads depended on.
+    pub reads: Reads,
+    /// How many reads ran (the cost grows with this, not with the subscribers).
+    pub ran: usize,
+}
+
+/// Refetches the results of one shape: one answer each, in order. At most `permits` reads run
+/// at once across every shape.
+pub async fn refetch(state: &AppState, results: &[Arc<Shared>], permits: &Semaphore) -> Refetched {
+    let together = match results {
+        [_, _, ..] => super::multiplex::read_together(state, results, permits).await,
+        _ => super::multiplex::Together {
+            answers: vec![None; results.len()],
+            reads: Reads::default(),
+            ran: 0,
+        },
+    };
+    let mut all = together.reads;
+    let mut ran = together.ran;
+    let alone = futures_util::future::join_all(results.iter().zip(&together.answers).map(
+        |(r, done)| async move {
+            if done.is_some() {
+                return None;
+            }
+            let _permit = permits.acquire().await;
+            Some(read_once(state, &r.query).await)
+        },
+    ))
     .await;
-    let mut all = Reads::default();
-    let answers = reads
+    let answers = together
+        .answers
         .into_iter()
-        .map(|(answer, r)| {
-            all.merge(&r);
-            answer
+        .zip(alone)
+        .map(|(together, alone)| match (together, alone) {
+            (Some(answer), _) => answer,
+            (None, Some((answer, reads))) => {
+                ran += 1;
+                all.merge(&reads);
+                answer
+            }
+            (None, None) => Json::Null,
         })
         .collect();
-    (answers, all)
+    Refetched {
+        answers,
+        reads: all,
+        ran,
+    }
 }
 
 /// What the query's GET (or GETS, HEAD, HEADS) answers now, and what that read depends on.

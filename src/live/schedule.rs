@@ -39,15 +39,15 @@ pub async fn run(state: Arc<AppState>) {
 
 async fn refetch(state: Arc<AppState>, due: Due, permits: Arc<Semaphore>) {
     let started = Instant::now();
-    let (answers, reads) = super::refetch::refetch(&state, &due.results, &permits).await;
+    let done = super::refetch::refetch(&state, &due.results, &permits).await;
     state
         .metrics
-        .live_refetch(due.results.len(), started.elapsed().as_secs_f64());
-    for (shared, answer) in due.results.iter().zip(answers) {
+        .live_refetch(due.results.len(), done.ran, started.elapsed().as_secs_f64());
+    for (shared, answer) in due.results.iter().zip(done.answers) {
         shared.publish(Written::of(answer));
     }
     let live = &state.live;
-    live.registry.finished(&due.shape, &reads);
+    live.registry.finished(&due.shape, &done.reads);
     // It may be due again already (marked while it ran).
     live.wake.notify_one();
 }
