@@ -19,6 +19,7 @@
 //! (`"userId@": "Moment/userId"`) become references into the item (`"[]/Moment/userId"`), and
 //! the read's limits grow with the number of items (each item within the request's own).
 
+use super::answer::Written;
 use super::registry::{Query, Shared};
 use crate::app::AppState;
 use apijet_core::Method;
@@ -69,14 +70,36 @@ fn slot(query: &Query) -> Option<(String, Json)> {
     rest_ok.then(|| (first.clone(), id.clone()))
 }
 
-/// Two ids as the database compares them: numbers by value, a string holding a number as
-/// that number.
-fn id_key(v: &Json) -> Option<String> {
+/// An id as the database compares it: numbers by value, a string holding a number as that
+/// number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum IdKey {
+    Int(i64),
+    /// Any other number, by its bits (`-0.0` as `0.0`).
+    Float(u64),
+    Text(String),
+}
+
+fn number_key(f: f64) -> IdKey {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        IdKey::Int(f as i64)
+    } else {
+        IdKey::Float((f + 0.0).to_bits())
+    }
+}
+
+fn id_key(v: &Json) -> Option<IdKey> {
     match v {
-        Json::Number(n) => n.as_f64().map(|f| format!("n{f}")),
-        Json::String(s) => Some(match s.trim().parse::<f64>() {
-            Ok(f) => format!("n{f}"),
-            Err(_) => format!("s{s}"),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Some(IdKey::Int(i)),
+            None => n.as_f64().map(number_key),
+        },
+        Json::String(s) => Some(match s.trim().parse::<i64>() {
+            Ok(i) => IdKey::Int(i),
+            Err(_) => match s.trim().parse::<f64>() {
+                Ok(f) if f.is_finite() => number_key(f),
+                _ => IdKey::Text(s.clone()),
+            },
         }),
         _ => None,
     }
@@ -131,72 +154,116 @@ fn together(query: &Query, first: &str, ids: &[Json]) -> Map<String, Json> {
 
 /// What reading a shape's results together gave.
 pub struct Together {
-    /// One answer per result (`None`: read it alone).
-    pub answers: Vec<Option<Json>>,
+    /// The results it could not answer: each is read alone.
+    pub alone: Vec<usize>,
     /// What the reads depended on.
     pub reads: Reads,
     /// How many reads ran.
     pub ran: usize,
 }
 
-/// Reads the results of one shape together, a chunk of them per read.
+/// Reads the results of one shape together, a chunk of them per read, each chunk a task of
+/// its own (so that chunks use every core) as `permits` allow; each answer is published as
+/// soon as its chunk is read.
 pub async fn read_together(
-    state: &AppState,
-    results: &[Arc<Shared>],
-    permits: &tokio::sync::Semaphore,
+    state: &Arc<AppState>,
+    results: &Arc<[Arc<Shared>]>,
+    permits: &Arc<tokio::sync::Semaphore>,
 ) -> Together {
-    let mut answers: Vec<Option<Json>> = vec![None; results.len()];
-    let mut all = Reads::default();
-    let mut ran = 0;
     let Some((first, _)) = results.first().and_then(|r| slot(&r.query)) else {
         return Together {
-            answers,
-            reads: all,
-            ran,
+            alone: (0..results.len()).collect(),
+            reads: Reads::default(),
+            ran: 0,
         };
     };
-    let indexed: Vec<(usize, Json)> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| slot(&r.query).map(|(_, id)| (i, id)))
-        .collect();
-    for chunk in indexed.chunks(CHUNK) {
-        let ids: Vec<Json> = chunk.iter().map(|(_, id)| id.clone()).collect();
-        let query = &results[chunk[0].0].query;
-        let _permit = permits.acquire().await;
-        let (answer, reads) = read_items(state, query, &first, &ids).await;
-        ran += 1;
-        all.merge(&reads);
-        let Some(items) = answer else {
-            continue;
-        };
-        // Two rows of one id may have taken the place of another id's row in the page.
-        let shared_ids = items.values().any(Option::is_none);
-        for (i, id) in chunk {
-            answers[*i] = match id_key(id).and_then(|k| items.get(&k)) {
-                Some(Some(item)) => within_budget(state, item),
-                // No row: the first-child rule answers nothing but the envelope.
-                None if !shared_ids => Some(success(Map::new(), false)),
-                // Two items of one id: only the item's own read can tell.
-                _ => None,
-            };
+    let mut alone = Vec::new();
+    let mut indexed: Vec<(usize, Json)> = Vec::with_capacity(results.len());
+    for (i, r) in results.iter().enumerate() {
+        match slot(&r.query) {
+            Some((_, id)) => indexed.push((i, id)),
+            None => alone.push(i),
+        }
+    }
+    let first: Arc<str> = first.into();
+    let tasks = indexed.chunks(CHUNK).map(|chunk| {
+        let (state, results, permits, first) = (
+            Arc::clone(state),
+            Arc::clone(results),
+            Arc::clone(permits),
+            Arc::clone(&first),
+        );
+        let chunk = chunk.to_vec();
+        tokio::spawn(async move {
+            let _permit = permits.acquire().await;
+            read_chunk(&state, &results, &first, &chunk).await
+        })
+    });
+    let chunks = futures_util::future::join_all(tasks.collect::<Vec<_>>()).await;
+    let mut all = Reads::default();
+    let ran = chunks.len();
+    for (chunk, done) in indexed.chunks(CHUNK).zip(chunks) {
+        match done {
+            Ok((unanswered, reads)) => {
+                alone.extend(unanswered);
+                all.merge(&reads);
+            }
+            // The task failed: its results are read alone.
+            Err(_) => alone.extend(chunk.iter().map(|(i, _)| *i)),
         }
     }
     Together {
-        answers,
+        alone,
         reads: all,
         ran,
     }
 }
 
+/// One chunk read together: publishes what it could answer; returns the rest and what the
+/// read depended on.
+async fn read_chunk(
+    state: &AppState,
+    results: &[Arc<Shared>],
+    first: &str,
+    chunk: &[(usize, Json)],
+) -> (Vec<usize>, Reads) {
+    let ids: Vec<Json> = chunk.iter().map(|(_, id)| id.clone()).collect();
+    let query = &results[chunk[0].0].query;
+    let (answer, reads) = read_items(state, query, first, &ids).await;
+    let mut unanswered = Vec::new();
+    let Some(items) = answer else {
+        unanswered.extend(chunk.iter().map(|(i, _)| *i));
+        return (unanswered, reads);
+    };
+    // Two rows of one id may have taken the place of another id's row in the page.
+    let shared_ids = items.values().any(Option::is_none);
+    for (i, id) in chunk {
+        let answer = match id_key(id).and_then(|k| items.get(&k)) {
+            Some(Some(item)) => within_budget(state, item),
+            // No row: the first-child rule answers nothing but the envelope.
+            None if !shared_ids => Some(Written::of(success(Map::new(), false))),
+            // Two items of one id: only the item's own read can tell.
+            _ => None,
+        };
+        match answer {
+            Some(written) => {
+                results[*i].publish(written);
+            }
+            None => unanswered.push(*i),
+        }
+    }
+    (unanswered, reads)
+}
+
 /// The answer of one item as its GET gives it, unless it is near a budget of one answer:
 /// the read together counted its budgets over every item, so such an item is read alone.
-fn within_budget(state: &AppState, item: &Map<String, Json>) -> Option<Json> {
+fn within_budget(state: &AppState, item: &Map<String, Json>) -> Option<Written> {
     let answer = success(item.clone(), false);
     let opts = &state.options;
     let rows = crate::observe::rows_in(&answer, 0) as usize;
-    let bytes = serde_json::to_vec(&answer).map_or(usize::MAX, |b| b.len());
-    (rows * 2 <= opts.max_rows && bytes * 2 <= opts.max_answer_bytes).then_some(answer)
+    let written = Written::of(answer);
+    (rows * 2 <= opts.max_rows && written.text.len() * 2 <= opts.max_answer_bytes)
+        .then_some(written)
 }
 
 /// One read of `ids` as array items: the items by their id (`None` for an id two items
@@ -206,7 +273,7 @@ async fn read_items(
     query: &Query,
     first: &str,
     ids: &[Json],
-) -> (Option<HashMap<String, Option<Map<String, Json>>>>, Reads) {
+) -> (Option<HashMap<IdKey, Option<Map<String, Json>>>>, Reads) {
     let reads = Mutex::new(Reads::default());
     let map = together(query, first, ids);
     let mut options = state.options.clone();
@@ -235,7 +302,7 @@ async fn read_items(
     let Some(mut outcome) = outcome else {
         return (None, reads);
     };
-    let mut items: HashMap<String, Option<Map<String, Json>>> = HashMap::new();
+    let mut items: HashMap<IdKey, Option<Map<String, Json>>> = HashMap::new();
     if let Some(Json::Array(list)) = outcome.results.remove(ITEMS) {
         for item in list {
             let Json::Object(item) = item else { continue };

@@ -3,6 +3,7 @@
 //! visitor, roles, `Access` and `Request` rules, applied again on every refetch with the
 //! current snapshot.
 
+use super::answer::Written;
 use super::registry::{Query, Shared};
 use crate::app::AppState;
 use apijet_core::Method;
@@ -23,57 +24,52 @@ pub fn shape_of(query: &Query) -> String {
     super::multiplex::shape(query).unwrap_or_else(|| query.key())
 }
 
-/// What one refetch of a shape gave.
+/// What one refetch of a shape did.
 pub struct Refetched {
-    /// One answer per result, in order.
-    pub answers: Vec<Json>,
     /// What the reads depended on.
     pub reads: Reads,
     /// How many reads ran (the cost grows with this, not with the subscribers).
     pub ran: usize,
 }
 
-/// Refetches the results of one shape: one answer each, in order. At most `permits` reads run
-/// at once across every shape.
-pub async fn refetch(state: &AppState, results: &[Arc<Shared>], permits: &Semaphore) -> Refetched {
-    let together = match results {
+/// Refetches the results of one shape: each result publishes its new answer as soon as it is
+/// read. At most `permits` reads run at once across every shape; reads run as tasks of their
+/// own, so that they use every core.
+pub async fn refetch(
+    state: &Arc<AppState>,
+    results: &Arc<[Arc<Shared>]>,
+    permits: &Arc<Semaphore>,
+) -> Refetched {
+    let together = match &results[..] {
         [_, _, ..] => super::multiplex::read_together(state, results, permits).await,
         _ => super::multiplex::Together {
-            answers: vec![None; results.len()],
+            alone: (0..results.len()).collect(),
             reads: Reads::default(),
             ran: 0,
         },
     };
     let mut all = together.reads;
-    let mut ran = together.ran;
-    let alone = futures_util::future::join_all(results.iter().zip(&together.answers).map(
-        |(r, done)| async move {
-            if done.is_some() {
-                return None;
-            }
-            let _permit = permits.acquire().await;
-            Some(read_once(state, &r.query).await)
-        },
-    ))
-    .await;
-    let answers = together
-        .answers
-        .into_iter()
-        .zip(alone)
-        .map(|(together, alone)| match (together, alone) {
-            (Some(answer), _) => answer,
-            (None, Some((answer, reads))) => {
-                ran += 1;
-                all.merge(&reads);
-                answer
-            }
-            (None, None) => Json::Null,
+    let tasks: Vec<_> = together
+        .alone
+        .iter()
+        .map(|&i| {
+            let (state, results, permits) =
+                (Arc::clone(state), Arc::clone(results), Arc::clone(permits));
+            tokio::spawn(async move {
+                let _permit = permits.acquire().await;
+                let (answer, reads) = read_once(&state, &results[i].query).await;
+                results[i].publish(Written::of(answer));
+                reads
+            })
         })
         .collect();
+    let alone = futures_util::future::join_all(tasks).await;
+    for reads in alone.iter().flatten() {
+        all.merge(reads);
+    }
     Refetched {
-        answers,
         reads: all,
-        ran,
+        ran: together.ran + alone.len(),
     }
 }
 

@@ -3,8 +3,7 @@
 //! every interval when its answer depends on the clock). Refetches run as tasks; the reads in
 //! them share `live_concurrency` permits.
 
-use super::answer::Written;
-use super::registry::Due;
+use super::registry::{Due, Shared};
 use crate::app::AppState;
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,13 +38,11 @@ pub async fn run(state: Arc<AppState>) {
 
 async fn refetch(state: Arc<AppState>, due: Due, permits: Arc<Semaphore>) {
     let started = Instant::now();
-    let done = super::refetch::refetch(&state, &due.results, &permits).await;
+    let results: Arc<[Arc<Shared>]> = due.results.into();
+    let done = super::refetch::refetch(&state, &results, &permits).await;
     state
         .metrics
-        .live_refetch(due.results.len(), done.ran, started.elapsed().as_secs_f64());
-    for (shared, answer) in due.results.iter().zip(done.answers) {
-        shared.publish(Written::of(answer));
-    }
+        .live_refetch(results.len(), done.ran, started.elapsed().as_secs_f64());
     let live = &state.live;
     live.registry.finished(&due.shape, &done.reads);
     // It may be due again already (marked while it ran).

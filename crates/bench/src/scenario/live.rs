@@ -34,6 +34,49 @@ const HASURA: [(u64, u32, f64); 3] = [(5_000, 1, 60.0), (10_000, 2, 73.0), (20_0
 /// a process may have here.
 const FDS_PER_PROCESS: usize = 15_000;
 
+/// The token of the servers' `/metrics`, read at the end of a level.
+const METRICS_TOKEN: &str = "apijet-bench-live";
+
+/// What the servers' `/metrics` say about their refetches.
+#[derive(Default)]
+struct Refetches {
+    rounds: f64,
+    reads: f64,
+    seconds: f64,
+}
+
+async fn refetches(servers: &[Server]) -> Refetches {
+    let mut total = Refetches::default();
+    for s in servers {
+        let mut client = crate::http::Client::new(s.addr);
+        let mut text = Vec::new();
+        let auth = format!("Bearer {METRICS_TOKEN}");
+        let got = client
+            .request(
+                "GET",
+                "/metrics",
+                &[("Authorization", auth.as_str())],
+                b"",
+                &mut |b| text.extend_from_slice(b),
+            )
+            .await;
+        if got.is_err() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&text);
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        total.rounds += value("apijet_live_refetches_total");
+        total.reads += value("apijet_live_reads_total");
+        total.seconds += value("apijet_live_refetch_seconds_sum");
+    }
+    total
+}
+
 pub async fn run(ctx: &Ctx<'_>) -> ScenarioReport {
     let mut r = empty_report(
         "live",
@@ -167,7 +210,7 @@ fn server_toml(n: usize, engine: Engine) -> String {
     };
     format!(
         "{base}max_connections = {}\nlive_interval_ms = 1000\n{poll}live_max_subscriptions = {n}\n\
-         live_max_per_visitor = {n}\nidle_timeout_ms = 600000\n",
+         live_max_per_visitor = {n}\nidle_timeout_ms = 600000\nmetrics_token = \"{METRICS_TOKEN}\"\n",
         n + 64
     )
 }
@@ -301,6 +344,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
     let sub_pids: Vec<u32> = subs.iter().filter_map(|s| s.child.id()).collect();
     let cpu = |pids: &[u32]| pids.iter().map(|&p| cpu_seconds(p, ticks_s)).sum::<f64>();
     let (a0, d0, s0) = (cpu(&apijet_pids), cpu(&db_pids), cpu(&sub_pids));
+    let before = refetches(&servers).await;
     let window = Instant::now();
     let lo = moment(0);
     let hi = moment(n - 1);
@@ -322,6 +366,17 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
     let (a1, d1, s1) = (cpu(&apijet_pids), cpu(&db_pids), cpu(&sub_pids));
     // The last answers' way out.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = refetches(&servers).await;
+    let rounds = after.rounds - before.rounds;
+    let refetched = format!(
+        "{rounds:.0} refetches of the shape ran {:.0} reads, {:.0} ms each on average",
+        after.reads - before.reads,
+        if rounds > 0.0 {
+            1000.0 * (after.seconds - before.seconds) / rounds
+        } else {
+            0.0
+        }
+    );
     let mut delays_us: Vec<u64> = Vec::new();
     let mut events = 0u64;
     for mut s in subs {
@@ -388,8 +443,9 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
     let note = format!(
         "{n} subscribers ({instances} apijet instance(s)): subscribed in {:.1} s; over {elapsed:.1} \
          s of writes apijet used {apijet_cpu:.0} % of a core, the database {db_text}, the \
-         subscribers {sub_cpu:.0} %; {events} of {expected} answers arrived; commit → event \
-         median {:.0} ms, p99 {:.0} ms, max {:.0} ms (Hasura, published: {hasura})",
+         subscribers {sub_cpu:.0} %; {events} of {expected} answers arrived; {refetched}; \
+         commit → event median {:.0} ms, p99 {:.0} ms, max {:.0} ms (Hasura, published: \
+         {hasura})",
         subscribed.as_secs_f64(),
         latency.median,
         latency.p99,
