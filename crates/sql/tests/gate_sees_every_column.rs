@@ -417,6 +417,7 @@ fn check(body: &Json, method: Method, tally: &mut Tally) {
     let visitor = Visitor {
         id: 82001,
         contacts: vec![82002],
+        foreign_schema: None,
     };
     let ctx = Ctx {
         schema: &schema,

@@ -57,6 +57,7 @@ pub(crate) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
     let visitor = Visitor {
         id: 82001,
         contacts: vec![82002],
+        foreign_schema: None,
     };
     let req = Request::from_map(apijet_request::parse_body(body.as_bytes()).expect("json"))
         .expect("request");
