@@ -7,8 +7,9 @@
 //! (median, p99), beside Hasura's published figures.
 //!
 //! One process holds at most [`FDS_PER_PROCESS`] connections here (the container's hard limit
-//! on open files is 20,000), so a level beyond it runs on several apijet instances and
-//! several subscriber processes; the report says how many.
+//! on open files is 20,000; on SQLite an apijet connection takes two), so a level beyond it
+//! runs on several apijet instances and several subscriber processes; the report says how
+//! many.
 
 use super::{empty_report, Ctx};
 use crate::data::demo::MOMENT_BASE;
@@ -33,6 +34,16 @@ const HASURA: [(u64, u32, f64); 3] = [(5_000, 1, 60.0), (10_000, 2, 73.0), (20_0
 /// Connections one process holds at most (apijet or subscribers), below the 20,000 open files
 /// a process may have here.
 const FDS_PER_PROCESS: usize = 15_000;
+
+/// Connections one apijet instance holds at most: on SQLite each client connection takes two
+/// descriptors (the socket and the probe that notices a client that left, see
+/// `server::client_probe`).
+fn per_instance(engine: Engine) -> usize {
+    match engine {
+        Engine::Sqlite => FDS_PER_PROCESS / 2,
+        Engine::Postgres | Engine::Mariadb => FDS_PER_PROCESS,
+    }
+}
 
 /// The token of the servers' `/metrics`, read at the end of a level.
 const METRICS_TOKEN: &str = "apijet-bench-live";
@@ -268,7 +279,7 @@ struct Level {
 
 async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Result<Level, String> {
     let engine = ctx.db.engine;
-    let instances = n.div_ceil(FDS_PER_PROCESS).max(1);
+    let instances = n.div_ceil(per_instance(engine)).max(1);
     eprintln!(
         "[bench] {}: live, {n} subscribers on {instances} apijet instance(s)",
         engine.name()
