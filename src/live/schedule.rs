@@ -14,11 +14,13 @@ pub async fn run(state: Arc<AppState>) {
     let live = &state.live;
     let permits = Arc::new(Semaphore::new(live.settings.concurrency));
     let mut stop = live.stop.subscribe();
-    // Far enough to mean "no shape is due"; a mark or a new shape wakes the loop earlier.
-    let idle = std::time::Duration::from_secs(3600);
+    // With no shape due the loop still looks once a second, so that the gauges of open
+    // subscriptions follow the ones that ended; a mark or a new shape wakes it earlier.
+    let idle = std::time::Duration::from_secs(1);
     let mut next: Option<tokio::time::Instant> = None;
     loop {
-        let sleep_until = next.unwrap_or_else(|| tokio::time::Instant::now() + idle);
+        let soon = tokio::time::Instant::now() + idle;
+        let sleep_until = next.map_or(soon, |n| n.min(soon));
         tokio::select! {
             () = live.wake.notified() => {}
             () = tokio::time::sleep_until(sleep_until) => {}
