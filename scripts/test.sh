@@ -21,7 +21,7 @@
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
 # 5. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (every test
 #    binary, also after one failed; the conformance report of
-#    tests/conformance.rs is printed: documented deviations as `known`, anything else as `FAIL`).
+#    tests/it/conformance/mod.rs is printed: documented deviations as `known`, anything else as `FAIL`).
 #    Extra arguments are passed to cargo test before the `--`, e.g.
 #    `bash scripts/test.sh --test conformance`. PostgreSQL notices (`… does not exist, skipping`)
 #    are kept out of the output (PGOPTIONS).
@@ -57,7 +57,7 @@ cleanup() {
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
   rm -rf "$LOG_DIR"
-  # The tests' SQLite demo files (tests/support/mod.rs keeps them under target/tmp).
+  # The tests' SQLite demo files (tests/it/support/mod.rs keeps them under target/tmp).
   rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
@@ -67,7 +67,7 @@ trap 'exit 143' TERM
 
 db_install_missing "$want_pg" "$want_my"
 
-# The browser for tests/console.rs.
+# The browser for tests/it/console.rs.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then
     db_log "installing chromium chromium-driver with apt-get"
@@ -78,7 +78,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
-# The OpenAPI validator for tests/openapi.rs.
+# The OpenAPI validator for tests/it/openapi.rs.
 if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
   venv=target/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
