@@ -4,7 +4,7 @@
 //! rules that keep codes secret: never readable through the API, expiring, spent by use or by
 //! too many wrong guesses, answered only where the configuration allows it.
 
-use crate::support::{code, demo_databases, post, Client, Engine, Server};
+use crate::support::{code, demo_databases, post, verify_code, wrong_code, Client, Engine, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -14,22 +14,6 @@ const SHORT: &str = "verify_code_in_answer = true\nverify_code_ttl_secs = 1\n";
 const HIDDEN: &str = "verify_code_ttl_secs = 60\n";
 
 /// A fresh code of `kind` for `phone` (servers that answer codes only).
-fn new_code(c: &mut Client, kind: i64, phone: &str) -> String {
-    let r = post(c, "/post/verify", &json!({"type": kind, "phone": phone}));
-    assert_eq!(code(&r), 200, "{r}");
-    let v = r["Verify"]["verify"]
-        .as_str()
-        .expect("the code")
-        .to_string();
-    assert_eq!(v.len(), 4, "{r}");
-    v
-}
-
-fn wrong(code: &str) -> String {
-    let n: u32 = code.parse().expect("digits");
-    (1000 + (n - 1000 + 1) % 9000).to_string()
-}
-
 /// Logs in with `body`; the answer and a client that carries the token.
 fn login_with(s: &Server, body: Value) -> (Value, Client) {
     let r = post(&mut s.client(), "/login", &body);
@@ -46,7 +30,7 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
         let phone = "13900002222";
 
         // /heads/verify: wrong 412, missing 404, right 200.
-        let reg = new_code(&mut c, 1, phone);
+        let reg = verify_code(&mut c, 1, phone);
         let check = |c: &mut Client, v: &str| {
             post(
                 c,
@@ -54,7 +38,7 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
                 &json!({"type": 1, "phone": phone, "verify": v}),
             )
         };
-        assert_eq!(code(&check(&mut c, &wrong(&reg))), 412, "{engine}");
+        assert_eq!(code(&check(&mut c, &wrong_code(&reg))), 412, "{engine}");
         assert_eq!(code(&check(&mut c, "")), 404, "{engine}");
         let r = check(&mut c, &reg);
         assert_eq!(code(&r), 200, "{engine}: {r}");
@@ -71,7 +55,7 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
             406,
             "{engine}: no code"
         );
-        body["verify"] = json!(wrong(&reg));
+        body["verify"] = json!(wrong_code(&reg));
         assert_eq!(
             code(&post(&mut c, "/register", &body)),
             412,
@@ -107,7 +91,7 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
         }
 
         // Login type 1: a code of type 0 instead of the password, spent by its use.
-        let lc = new_code(&mut c, 0, phone);
+        let lc = verify_code(&mut c, 0, phone);
         let (r, mut by_code) = login_with(&s, json!({"type": 1, "phone": phone, "password": lc}));
         assert_eq!(code(&r), 200, "{engine}: {r}");
         assert_eq!(r["User"]["id"], id, "{engine}");
@@ -125,12 +109,12 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
         assert_eq!(code(&r), 412, "{engine}: a code logs in once: {r}");
 
         // Five wrong guesses spend a code.
-        let lc = new_code(&mut c, 0, phone);
+        let lc = verify_code(&mut c, 0, phone);
         for _ in 0..5 {
             let r = post(
                 &mut c,
                 "/heads/verify",
-                &json!({"type": 0, "phone": phone, "verify": wrong(&lc)}),
+                &json!({"type": 0, "phone": phone, "verify": wrong_code(&lc)}),
             );
             assert_eq!(code(&r), 412, "{engine}");
         }
@@ -163,7 +147,7 @@ fn codes_register_log_in_and_change_passwords_on_every_engine() {
         );
         assert_eq!(code(&r), 200, "{engine}: {r}");
         s.client().login(phone, "secret2").expect("new password");
-        let pc = new_code(&mut c, 2, phone);
+        let pc = verify_code(&mut c, 2, phone);
         let r = change(
             &mut c,
             json!({"verify": pc, "Privacy": {"phone": phone, "_password": "secret3"}}),
@@ -360,7 +344,7 @@ fn codes_expire_and_stay_hidden_unless_configured() {
         {
             let s = Server::start(&url, SHORT);
             let mut c = s.client();
-            let v = new_code(&mut c, 1, phone);
+            let v = verify_code(&mut c, 1, phone);
             std::thread::sleep(Duration::from_millis(2200));
             let r = post(
                 &mut c,
@@ -381,16 +365,16 @@ fn codes_expire_and_stay_hidden_unless_configured() {
             let s = Server::start(&url, SHORT);
             let mut c = s.client();
             let other = "13900004444";
-            let v = new_code(&mut c, 0, other);
+            let v = verify_code(&mut c, 0, other);
             for _ in 0..5 {
                 let r = post(
                     &mut c,
                     "/heads/verify",
-                    &json!({"type": 0, "phone": other, "verify": wrong(&v)}),
+                    &json!({"type": 0, "phone": other, "verify": wrong_code(&v)}),
                 );
                 assert_eq!(code(&r), 412, "{engine}: {r}");
             }
-            let v = new_code(&mut c, 0, other);
+            let v = verify_code(&mut c, 0, other);
             let r = post(
                 &mut c,
                 "/heads/verify",

@@ -4,6 +4,7 @@
 //! and the server stays up with flat memory.
 
 use crate::support::{code, on_every_engine, Engine, Server};
+use apijet_testkit::Rng;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -411,7 +412,7 @@ fn growing_expressions_never_outgrow_their_bound() {
     const BUDGET: usize = 16 * 1024;
     let strict_config =
         format!("debug = false\nmax_answer_bytes = {BUDGET}\nmax_body_bytes = 64\n");
-    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     // An @column function item may be 100 characters long (as in the reference).
     let expressions: Vec<String> = std::iter::repeat_with(|| growing(&mut rng, 3))
         .filter(|e| e.len() + "concat()".len() <= 100)
@@ -457,16 +458,11 @@ fn growing_expressions_never_outgrow_their_bound() {
 }
 
 /// A random expression over `name` of the functions that grow text, `depth` levels deep.
-fn growing(rng: &mut u64, depth: u32) -> String {
-    let mut next = |n: u64| {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        *rng % n
-    };
+fn growing(rng: &mut Rng, depth: u32) -> String {
+    let mut next = |n: u64| rng.below(n);
     let count = [0, 1, 2, 3, 10, 100, 1000, 5000, 20000][next(9) as usize];
     let pick = if depth == 0 { next(2) } else { next(14) };
-    let inner = |rng: &mut u64| growing(rng, depth.saturating_sub(1));
+    let inner = |rng: &mut Rng| growing(rng, depth.saturating_sub(1));
     match pick {
         0 => "name".to_string(),
         1 => format!("'{}'", "ab".repeat(next(4) as usize + 1)),

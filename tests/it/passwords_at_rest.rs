@@ -6,7 +6,9 @@
 
 use serde_json::json;
 
-use crate::support::{apijson_demo_databases, code, demo_databases, post, Client, Engine, Server};
+use crate::support::{
+    apijson_demo_databases, code, demo_databases, post, verify_code, Client, Engine, Server,
+};
 
 const CONFIG: &str = "verify_code_in_answer = true\nverify_code_ttl_secs = 60\n";
 
@@ -38,18 +40,9 @@ fn pay_column(engine: Engine) -> &'static str {
     }
 }
 
-fn new_code(c: &mut Client, kind: i64, phone: &str) -> String {
-    let r = post(c, "/post/verify", &json!({"type": kind, "phone": phone}));
-    assert_eq!(code(&r), 200, "{r}");
-    r["Verify"]["verify"]
-        .as_str()
-        .expect("the code")
-        .to_string()
-}
-
 fn register(s: &Server, phone: &str, password: &str) -> i64 {
     let mut c = s.client();
-    let verify = new_code(&mut c, 1, phone);
+    let verify = verify_code(&mut c, 1, phone);
     let r = post(
         &mut c,
         "/register",
@@ -99,7 +92,7 @@ fn passwords_are_stored_as_argon2id_hashes_on_every_engine() {
         let mut me = s.client();
         me.login(phone, "secret2")
             .unwrap_or_else(|e| panic!("{engine}: {e}"));
-        let verify = new_code(&mut c, 3, phone);
+        let verify = verify_code(&mut c, 3, phone);
         let r = post(
             &mut c,
             "/put/password",

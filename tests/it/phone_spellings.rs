@@ -7,7 +7,9 @@
 //! `bigint`, PostgreSQL and MariaDB), where no answer may carry database text either.
 //! Wrong codes and wrong old passwords also count per client address.
 
-use crate::support::{apijson_demo_databases, code, demo_databases, post, Client, Engine, Server};
+use crate::support::{
+    apijson_demo_databases, code, demo_databases, post, verify_code, wrong_code, Engine, Server,
+};
 use serde_json::{json, Value};
 
 /// Spellings of 13000082003 (and, last, of 13000082001) that a database may read as the number.
@@ -48,20 +50,6 @@ fn assert_no_way_in(engine: Engine, what: &str, r: &Value) {
     }
 }
 
-fn new_code(c: &mut Client, kind: i64, phone: &str) -> String {
-    let r = post(c, "/post/verify", &json!({"type": kind, "phone": phone}));
-    assert_eq!(code(&r), 200, "{r}");
-    r["Verify"]["verify"]
-        .as_str()
-        .expect("the code")
-        .to_string()
-}
-
-fn wrong(code: &str) -> String {
-    let n: u32 = code.parse().expect("digits");
-    (1000 + (n - 1000 + 1) % 9000).to_string()
-}
-
 /// The finding, replayed: a locked login, a spent code budget, a registration.
 fn replay(engine: Engine, s: &Server, password: &str) {
     let mut c = s.client();
@@ -90,12 +78,12 @@ fn replay(engine: Engine, s: &Server, password: &str) {
 
     // A code's guesses: four wrong ones, then the spellings; the fifth failure is the last.
     let phone = "13000082003";
-    let login_code = new_code(&mut c, 0, phone);
+    let login_code = verify_code(&mut c, 0, phone);
     for _ in 0..4 {
         let r = post(
             &mut c,
             "/heads/verify",
-            &json!({"type": 0, "phone": phone, "verify": wrong(&login_code)}),
+            &json!({"type": 0, "phone": phone, "verify": wrong_code(&login_code)}),
         );
         assert_eq!(code(&r), 412, "{engine}: {r}");
     }
@@ -104,7 +92,7 @@ fn replay(engine: Engine, s: &Server, password: &str) {
         let r = post(
             &mut c,
             "/heads/verify",
-            &json!({"type": 0, "phone": spelling, "verify": wrong(&login_code)}),
+            &json!({"type": 0, "phone": spelling, "verify": wrong_code(&login_code)}),
         );
         assert_no_way_in(engine, &format!("heads/verify {spelling:?}"), &r);
         let expected = if accepted(&spelling) { 412 } else { 406 };
@@ -147,7 +135,7 @@ fn replay(engine: Engine, s: &Server, password: &str) {
     // /register stores the canonical spelling, which then logs in.
     let fresh = "13900006543";
     let mut anon = s.client();
-    let reg = new_code(&mut anon, 1, fresh);
+    let reg = verify_code(&mut anon, 1, fresh);
     let refused = json!({
         "Privacy": {"phone": format!("+{fresh}"), "_password": "secret1"},
         "User": {"name": "Spelled"},
@@ -218,12 +206,12 @@ fn one_address_guessing_across_accounts_is_limited_on_every_engine() {
             .unwrap_or_else(|e| panic!("{engine}: the password was not changed: {e}"));
         let mut c = s.client();
         let phones: Vec<String> = (0..6).map(|i| format!("1390000700{i}")).collect();
-        let codes: Vec<String> = phones.iter().map(|p| new_code(&mut c, 1, p)).collect();
+        let codes: Vec<String> = phones.iter().map(|p| verify_code(&mut c, 1, p)).collect();
         for (p, v) in phones.iter().zip(&codes) {
             let r = post(
                 &mut c,
                 "/heads/verify",
-                &json!({"type": 1, "phone": p, "verify": wrong(v)}),
+                &json!({"type": 1, "phone": p, "verify": wrong_code(v)}),
             );
             assert_eq!(code(&r), 412, "{engine}: {r}");
         }

@@ -9,7 +9,6 @@ use crate::support::{code, demo_databases, Engine, Server};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Rows of the table the expensive requests read.
@@ -50,8 +49,7 @@ fn add_big_table(engine: Engine, url: &str) {
             .expect("create Big");
         }
         Engine::Postgres => {
-            psql(
-            url,
+            sql(Engine::Postgres, url,
             &format!(
                 "CREATE TABLE \"Big\" (id bigint PRIMARY KEY, s varchar(64), n int);
                  INSERT INTO \"Big\" SELECT i, md5(i::text), i % 1000 FROM generate_series(1, {ROWS}) i;
@@ -61,7 +59,8 @@ fn add_big_table(engine: Engine, url: &str) {
         );
         }
         _ => {
-            mariadb(
+            sql(
+                Engine::Mariadb,
                 url,
                 &format!(
                     "SET SESSION max_recursive_iterations = {ROWS};
@@ -80,52 +79,21 @@ fn database_of(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or_default()
 }
 
-/// Runs `sql` with psql on the database of `url`; its output.
-fn psql(url: &str, sql: &str) -> String {
-    let args = Engine::Postgres.client_args().expect("psql arguments");
-    let out = Command::new("psql")
-        .args(args.split_whitespace())
-        .args([
-            "-X",
-            "-q",
-            "-At",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            database_of(url),
-        ])
-        .args(["-c", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Runs `sql` with the mariadb client on the database of `url`; its output.
-fn mariadb(url: &str, sql: &str) -> String {
-    let args = Engine::Mariadb.client_args().expect("mariadb arguments");
-    let out = Command::new("mariadb")
-        .args(args.split_whitespace())
-        .args(["-N", "-B", database_of(url), "-e", sql])
-        .output()
-        .expect("mariadb runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+/// Runs `sql` with the engine's command-line client on the database of `url`; its output.
+fn sql(engine: Engine, url: &str, sql: &str) -> String {
+    engine
+        .cli(database_of(url), sql)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_string()
 }
 
 /// How many statements on `Big` run, as the database sees them (none for SQLite, whose
 /// statements run inside the server).
 fn statements_on_big(engine: Engine, url: &str) -> Option<usize> {
     let count = match engine {
-        Engine::Postgres => psql(
+        Engine::Postgres => sql(
+            Engine::Postgres,
             url,
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
              AND backend_type = 'client backend' AND state = 'active' \
@@ -133,7 +101,8 @@ fn statements_on_big(engine: Engine, url: &str) -> Option<usize> {
         ),
         // A killed statement may take seconds to free its temporary tables ('Killed',
         // "Removing tmp table"); it stopped working on the query, so it is not counted.
-        Engine::Mariadb => mariadb(
+        Engine::Mariadb => sql(
+            Engine::Mariadb,
             url,
             "SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() \
              AND COMMAND NOT IN ('Sleep', 'Killed') AND INFO LIKE '%`Big`%' \

@@ -9,7 +9,7 @@ use super::{Case, Outcome};
 use crate::support::Engine;
 
 /// `tests/it/conformance/known-failures.txt`: `REF-ID reason`, or `ENGINE/REF-ID reason` for one
-/// engine only (`postgres`, `mysql`); `#` starts a comment line.
+/// engine only (`postgres`, `mariadb`); `#` starts a comment line.
 pub(crate) struct KnownFailures {
     entries: HashMap<(Option<String>, String), String>,
 }

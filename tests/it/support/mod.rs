@@ -35,6 +35,13 @@ pub fn claim(name: &str) {
     );
 }
 
+#[test]
+#[should_panic(expected = "two tests use the name")]
+fn a_name_claimed_twice_fails_the_second_test() {
+    claim("apijet_it_claimed_twice");
+    claim("apijet_it_claimed_twice");
+}
+
 /// Where this test process keeps its SQLite demo files: under cargo's temp dir for integration
 /// tests (`target/tmp`), not `/tmp`. The folders of earlier runs whose process has ended are
 /// removed first, so nothing piles up.
@@ -115,6 +122,29 @@ pub fn post(c: &mut Client, path: &str, body: &Value) -> Value {
         .expect("answer")
         .json()
         .expect("json")
+}
+
+/// A new verification code of `kind` (0 login, 1 register, 2 password, 3 pay password) for
+/// `phone` from `/post/verify`: four digits, as the reference's.
+pub fn verify_code(c: &mut Client, kind: i64, phone: &str) -> String {
+    let r = post(
+        c,
+        "/post/verify",
+        &serde_json::json!({"type": kind, "phone": phone}),
+    );
+    assert_eq!(code(&r), 200, "{r}");
+    let v = r["Verify"]["verify"]
+        .as_str()
+        .expect("the code")
+        .to_string();
+    assert_eq!(v.len(), 4, "{r}");
+    v
+}
+
+/// Another four-digit code than `code`.
+pub fn wrong_code(code: &str) -> String {
+    let n: u32 = code.parse().expect("digits");
+    (1000 + (n - 1000 + 1) % 9000).to_string()
 }
 
 /// A client logged in as Ada (user 82001 of the demo dataset).

@@ -300,4 +300,16 @@ mod tests {
         assert_eq!(p.port, None);
         assert_eq!(p.with_database("x"), "mysql://root:pw@localhost/x");
     }
+
+    #[test]
+    fn url_parts_keep_the_query_and_ipv6_brackets() {
+        let p = UrlParts::parse("postgres://u@[::1]:5433/a?sslmode=disable").expect("parse");
+        assert_eq!((p.host.as_str(), p.port), ("::1", Some(5433)));
+        assert_eq!(p.database, "a");
+        assert_eq!(
+            with_database("postgres://u@[::1]:5433/a?sslmode=disable", "b"),
+            "postgres://u@[::1]:5433/b?sslmode=disable"
+        );
+        assert!(UrlParts::parse("mysql://root@h:port/x").is_err());
+    }
 }
