@@ -69,7 +69,7 @@ pub fn start_handwritten(
 ) -> Result<Server, String> {
     let (spec, db_url) = (lookup.spec(), db_url.to_string());
     Server::launch(Launch {
-        bin: apijet.to_path_buf(),
+        bin: Some(apijet.to_path_buf()),
         what: "the hand-written endpoint".into(),
         args: Box::new(move |addr, _| {
             vec![

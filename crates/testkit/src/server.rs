@@ -51,7 +51,8 @@ pub type Args = Box<dyn FnOnce(SocketAddr, &Path) -> Vec<OsString>>;
 /// How to start one process: the binary, its arguments, its config file, extra environment,
 /// and the directory for its files.
 pub struct Launch {
-    pub bin: PathBuf,
+    /// The executable; [`apijet_bin`] when `None`.
+    pub bin: Option<PathBuf>,
     /// Says in errors what was started, e.g. `apijet serve`.
     pub what: String,
     pub args: Args,
@@ -70,7 +71,7 @@ impl Launch {
     pub fn serve(db_url: &str, config_toml: &str) -> Launch {
         let db_url = db_url.to_string();
         Launch {
-            bin: apijet_bin(),
+            bin: None,
             what: "apijet serve".into(),
             args: Box::new(move |addr, config| {
                 vec![
@@ -93,7 +94,7 @@ impl Launch {
     /// The same, with this binary (the bench starts the executable that runs it).
     pub fn bin(self, bin: &Path) -> Launch {
         Launch {
-            bin: bin.to_path_buf(),
+            bin: Some(bin.to_path_buf()),
             ..self
         }
     }
@@ -187,14 +188,15 @@ impl Server {
                 .map_err(|e| format!("cannot create {name} in {}: {e}", dir.display()))
         };
         let (stdout, stderr) = (open_log("stdout.log")?, open_log("stderr.log")?);
-        let child = Command::new(&launch.bin)
+        let bin = launch.bin.unwrap_or_else(apijet_bin);
+        let child = Command::new(&bin)
             .args(&args)
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", launch.bin.display()))?;
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         let mut server = Server {
             base: format!("http://{addr}"),
             port,
