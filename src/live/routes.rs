@@ -200,8 +200,15 @@ async fn subscribe(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
+    // A client that has this answer gets a comment instead, so that the stream is under way
+    // at once.
+    let first = if last_event_id == Some(first_id.as_str()) {
+        Bytes::from_static(b":\n\n")
+    } else {
+        first
+    };
     let stream = EventStream {
-        first: (last_event_id != Some(first_id.as_str())).then_some(first),
+        first: Some(first),
         answers,
         sent: first_id,
         patch,
