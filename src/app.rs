@@ -106,7 +106,7 @@ impl AppState {
         let replicas = connect_replicas(cfg, &backend).await?;
         if seed {
             backend
-                .execute_script(&crate::demo::demo_statements(backend.engine()))
+                .execute_script(&apijet_demo::demo_statements(backend.engine()))
                 .await
                 .map_err(|e| format!("cannot create the demo database: {e}"))?;
             eprintln!("apijet: created {} with the demo dataset", cfg.db);
@@ -665,27 +665,6 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
     }
     out.insert("tag".into(), Json::String(tag.to_string()));
     out
-}
-
-/// `apijet demo --db URL`: (re)creates the demo dataset. Without `force` it refuses, changing
-/// nothing, when a table it would drop holds rows.
-pub async fn load_demo(db: &str, force: bool) -> Result<(), String> {
-    let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
-    let backend = Backend::connect(&url, 1, 0, true, DbRole::Primary { replicated: false })
-        .await
-        .map_err(|e| e.to_string())?;
-    if !force {
-        let occupied = crate::demo::guard::occupied_tables(&backend).await?;
-        if !occupied.is_empty() {
-            return Err(crate::demo::guard::refusal(&occupied));
-        }
-    }
-    backend
-        .execute_script(&crate::demo::demo_statements(backend.engine()))
-        .await
-        .map_err(|e| e.to_string())?;
-    println!("demo dataset loaded into {db}");
-    Ok(())
 }
 
 /// The names `@database` and `@schema` may give: the engine as the reference names it, and the

@@ -6,7 +6,6 @@ mod app;
 mod config;
 mod console;
 mod crud;
-mod demo;
 mod edge;
 mod http;
 mod login_limit;
@@ -113,7 +112,11 @@ fn main() -> ExitCode {
                 let cfg = config::Config::load(config.as_deref(), flags)?;
                 http::serve(cfg).await
             }
-            Command::Demo { db, force } => app::load_demo(&db, force).await,
+            Command::Demo { db, force } => {
+                apijet_demo::load(&db, force).await?;
+                println!("demo dataset loaded into {db}");
+                Ok(())
+            }
             Command::Bench(args) => apijet_bench::run(*args).await,
         }
     });

@@ -1,5 +1,6 @@
-//! The demo dataset of our own: what `apijet serve` loads into a fresh `sqlite://apijet.db`,
-//! and what the integration tests load into PostgreSQL and MariaDB/MySQL (`apijet demo`).
+//! apijet-demo: the demo dataset of our own: what `apijet serve` loads into a fresh
+//! `sqlite://apijet.db`, and what `apijet demo` (and with it the integration tests) loads into
+//! PostgreSQL and MariaDB/MySQL.
 //!
 //! It has the table shapes of the APIJSON demo database, so APIJSON clients and docs work
 //! unchanged, but its own rows:
@@ -33,6 +34,7 @@ mod system;
 mod tests;
 
 use apijet_core::Engine;
+use apijet_exec::{Backend, DbRole, DbUrl};
 
 use self::rng::Rng;
 use self::schema::{
@@ -56,6 +58,25 @@ pub fn demo_statements(engine: Engine) -> Vec<String> {
         out.extend(sql::inserts(engine, table.name, &table.col_names(), rows));
     }
     out
+}
+
+/// `apijet demo --db URL`: (re)creates the demo dataset. Without `force` it refuses, changing
+/// nothing, when a table it would drop holds rows ([`guard`]).
+pub async fn load(db: &str, force: bool) -> Result<(), String> {
+    let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
+    let backend = Backend::connect(&url, 1, 0, true, DbRole::Primary { replicated: false })
+        .await
+        .map_err(|e| e.to_string())?;
+    if !force {
+        let occupied = guard::occupied_tables(&backend).await?;
+        if !occupied.is_empty() {
+            return Err(guard::refusal(&occupied));
+        }
+    }
+    backend
+        .execute_script(&demo_statements(backend.engine()))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Every table with its rows. Generation order is fixed (the PRNG is shared), so the rows do

@@ -6,7 +6,7 @@
 //!
 //! Login: phone `130000` + id (e.g. 13000082001 for user 82001), password `123456` for
 //! everyone. Passwords are stored as argon2id hashes, as apijet stores every password it sets
-//! (`crate::account`); a read that slips past a rule hands out no reusable password.
+//! (the server's account endpoints); a read that slips past a rule hands out no reusable password.
 
 use serde_json::json;
 
