@@ -1,29 +1,22 @@
 //! The pipeline for one request, stage after stage: request → plan/exec → response.
 
+use crate::accounts::session::Sessions;
+use crate::accounts::Accounts;
 use crate::config::Config;
-use crate::edge::Facts;
-use crate::login_limit::{LoginLimiter, LoginLimits};
-use crate::session::Sessions;
-use crate::snapshot::load_snapshot;
+use crate::observe::Facts;
+use crate::pipeline::Pipeline;
 pub use crate::snapshot::Snapshot;
-use apijet_auth::TokenKey;
 use apijet_core::Method;
 use apijet_core::Visitor;
-use apijet_exec::ids::IdGenerator;
-use apijet_exec::queue::{QueueConfig, WriteQueue};
-use apijet_exec::read::{nested_list, read, read_nested, Nested, ReadEnv};
-use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
-use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
-use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck};
-use apijet_plan::{ExprLimits, PlanError, PlanOptions};
+use apijet_exec::read::{nested_list, read, read_nested, Nested};
+use apijet_exec::{list_query, Backend, ExecError};
+use apijet_plan::verify::verify;
+use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::nested::ItemStream;
 use apijet_response::stream::{Chunk, StreamSink};
-use apijet_response::{failure, now_ms, success, ApiError};
-use apijet_sql::Dialect;
-use arc_swap::ArcSwap;
+use apijet_response::{now_ms, success, ApiError};
 use serde_json::{Map, Value as Json};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -59,26 +52,17 @@ struct NestedRead {
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
 const STREAM_CHANNEL: usize = 2;
 
-/// What every request shares; built once at start-up.
+/// What every request shares; built once at start-up: the pipeline, and the features around
+/// it wired to it.
 pub struct AppState {
-    pub backend: Arc<Backend>,
-    /// Read replicas for GET and HEAD (none: everything on `backend`).
-    replicas: Vec<Arc<Backend>>,
-    next_replica: AtomicUsize,
-    pub dialect: Box<dyn Dialect>,
-    snapshot: ArcSwap<Snapshot>,
-    pub options: PlanOptions,
-    pub sessions: Sessions,
-    /// Verification codes and the account endpoints' settings.
-    pub accounts: crate::account::Accounts,
+    /// The database, its snapshot and the plan options.
+    pub pipeline: Arc<Pipeline>,
+    /// Who the visitor of a request is.
+    pub sessions: Arc<Sessions>,
+    /// The account endpoints: codes, logins, passwords, balances.
+    pub accounts: Accounts,
     /// User ids allowed to `POST /reload`.
     pub admins: Vec<i64>,
-    /// Ids for inserted rows.
-    pub ids: IdGenerator,
-    /// Most rows in one batch write.
-    pub max_batch: usize,
-    /// Group commit of single-row inserts, when on.
-    queue: Option<WriteQueue>,
     /// Counters for `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Requests slower than this are logged with their SQL and plan.
@@ -87,175 +71,40 @@ pub struct AppState {
     anonymous: Arc<crate::anonymous::AnonymousReads>,
 }
 
+/// The request entry reads and writes through the pipeline's fields and methods directly.
+impl std::ops::Deref for AppState {
+    type Target = Pipeline;
+
+    fn deref(&self) -> &Pipeline {
+        &self.pipeline
+    }
+}
+
 impl AppState {
-    /// Connects, seeds the default SQLite database on first start, and loads the snapshot.
+    /// Connects, seeds the default SQLite database on first start, loads the snapshot, and
+    /// wires the features to the pipeline.
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
-        let url = DbUrl::parse(&cfg.db).map_err(|e| e.to_string())?;
-        // A SQLite file that does not exist yet is created and seeded with the demo dataset.
-        let seed = matches!(&url, DbUrl::Sqlite(p) if !std::path::Path::new(p).exists());
-        let role = DbRole::Primary {
-            replicated: !cfg.read_replicas.is_empty(),
-        };
-        let mut backend =
-            Backend::connect(&url, cfg.pool_size, cfg.statement_timeout_ms, seed, role)
-                .await
-                .map_err(|e| e.to_string())?;
-        // A value the answer could never hold, the engine need not make; what a request may
-        // store stays storable.
-        backend.set_max_value_bytes(cfg.max_answer_bytes.max(cfg.max_body_bytes) + 1024);
-        let replicas = connect_replicas(cfg, &backend).await?;
-        if seed {
-            backend
-                .execute_script(&apijet_demo::demo_statements(backend.engine()))
-                .await
-                .map_err(|e| format!("cannot create the demo database: {e}"))?;
-            eprintln!("apijet: created {} with the demo dataset", cfg.db);
-        }
-        let key = match &cfg.token_secret {
-            Some(secret) if !secret.is_empty() => TokenKey::new(secret.as_bytes()),
-            _ => {
-                eprintln!(
-                    "apijet: WARNING: no token_secret configured; using a random key. Logins end \
-                     when this process stops and other instances will not accept its tokens. \
-                     Set token_secret (or APIJET_TOKEN_SECRET) in production."
-                );
-                TokenKey::random()?
-            }
-        };
-        apijet_exec::stats::set_slow_statement(
-            (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-        );
-        let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
+        let pipeline = Arc::new(Pipeline::start(cfg).await?);
+        let sessions = Arc::new(Sessions::new(cfg)?);
         let metrics = Arc::new(crate::metrics::Metrics::new(
-            snapshot.schema.tables().map(|t| t.api_name.as_str()),
+            pipeline
+                .snapshot()
+                .schema
+                .tables()
+                .map(|t| t.api_name.as_str()),
         ));
-        let backend = Arc::new(backend);
-        let served = served_names(backend.engine(), &cfg.db);
-        let sort_unordered_groups = backend.engine() != apijet_core::Engine::MySql;
-        let ids = match cfg.instance_id {
-            Some(id) => IdGenerator::for_instance(id)?,
-            None => IdGenerator::new(),
-        };
-        let engine = backend.engine();
         Ok(AppState {
-            replicas,
-            next_replica: AtomicUsize::new(0),
+            accounts: Accounts::new(cfg, Arc::clone(&pipeline), Arc::clone(&sessions)),
+            pipeline,
+            sessions,
+            admins: cfg.admins.clone(),
             metrics,
             slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-            dialect: backend.dialect(),
-            queue: cfg.write_queue.then(|| {
-                WriteQueue::new(
-                    Arc::clone(&backend),
-                    QueueConfig {
-                        max_rows: cfg.write_queue_rows.max(1),
-                        max_wait: Duration::from_micros(cfg.write_queue_us),
-                    },
-                )
-            }),
-            backend,
-            snapshot: ArcSwap::from_pointee(snapshot),
-            options: PlanOptions {
-                debug: cfg.debug,
-                max_count: cfg.max_count,
-                max_page: cfg.max_page,
-                max_depth: cfg.max_depth,
-                max_objects: cfg.max_objects,
-                expr: ExprLimits {
-                    max_length: cfg.max_expr_length,
-                    max_depth: cfg.max_expr_depth,
-                    max_pattern_length: cfg.max_pattern_length,
-                    max_list_items: cfg.max_list_items,
-                    max_pattern_bytes: cfg.max_pattern_bytes,
-                    max_value_bytes: cfg.max_answer_bytes,
-                    stored_value_bytes: cfg.max_body_bytes,
-                    engine,
-                },
-                max_rows: cfg.max_rows,
-                max_answer_bytes: cfg.max_answer_bytes,
-                raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
-                procedures: Arc::new(cfg.procedures.clone()),
-                served,
-                sort_unordered_groups,
-                ..PlanOptions::default()
-            },
-            accounts: crate::account::Accounts::new(cfg),
-            sessions: Sessions {
-                key,
-                ttl: Duration::from_secs(cfg.token_ttl_secs),
-                limiter: LoginLimiter::new(LoginLimits {
-                    per_phone: cfg.login_failures_per_phone,
-                    per_address: cfg.login_failures_per_address,
-                    lockout: Duration::from_secs(cfg.login_lockout_secs),
-                    entries: cfg.login_limit_entries,
-                }),
-            },
-            admins: cfg.admins.clone(),
-            ids,
-            max_batch: cfg.max_batch,
             anonymous: crate::anonymous::AnonymousReads::new(
                 cfg.anonymous_reads_per_address,
                 Duration::from_millis(cfg.anonymous_statement_timeout_ms),
             ),
         })
-    }
-
-    /// Where a read runs: GET and HEAD go to the read replicas in turn, when there are any;
-    /// everything else (private reads, the reads of `/crud`, logins) to the primary.
-    fn reader(&self, method: Method) -> &Arc<Backend> {
-        if self.replicas.is_empty() || !matches!(method, Method::Get | Method::Head) {
-            return &self.backend;
-        }
-        let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
-        &self.replicas[i % self.replicas.len()]
-    }
-
-    pub(crate) fn read_env<'a>(
-        &'a self,
-        backend: &'a Backend,
-        method: Method,
-        visitor: Option<&'a Visitor>,
-        snapshot: &'a Snapshot,
-    ) -> ReadEnv<'a> {
-        ReadEnv {
-            backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        }
-    }
-
-    pub(crate) fn write_env<'a>(
-        &'a self,
-        method: Method,
-        visitor: Option<&'a Visitor>,
-        snapshot: &'a Snapshot,
-        trusted: bool,
-    ) -> WriteEnv<'a> {
-        WriteEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-            ids: &self.ids,
-            max_insert_rows: self.max_batch,
-            trusted,
-        }
-    }
-
-    /// The current snapshot; cheap, and stable for as long as the caller holds it.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot.load_full()
-    }
-
-    /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
-    pub async fn reload(&self) -> Result<(), String> {
-        let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
-        self.snapshot.store(Arc::new(fresh));
-        Ok(())
     }
 
     /// Answers one APIJSON call; errors become the envelope with their code.
@@ -282,18 +131,6 @@ impl AppState {
             );
         }
         answer
-    }
-
-    /// The error envelope (server faults are logged once, here).
-    pub fn failure(&self, e: &ApiError) -> Json {
-        if e.client_left() {
-            tracing::debug!("the client left before its answer was complete");
-        } else if e.code() == 500 {
-            tracing::error!(error = %e, "request failed");
-        } else if e.is_database_refusal() {
-            tracing::warn!(code = e.code(), error = %e, "the database refused a request");
-        }
-        failure(e, self.options.debug)
     }
 
     async fn run(self: &Arc<Self>, call: Call<'_>, facts: &mut Facts) -> Result<Answer, ApiError> {
@@ -341,7 +178,7 @@ impl AppState {
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
         };
         // Held until the answer is complete, by the task of a streamed one.
-        let permit = match (visitor, crate::server::peer()) {
+        let permit = match (visitor, call.peer) {
             (None, Some(addr)) => self
                 .anonymous
                 .admit(addr)
@@ -466,90 +303,6 @@ impl AppState {
         });
         Answer::Stream(rx)
     }
-
-    async fn write(
-        &self,
-        req: &Request,
-        checks: &[ExistenceCheck],
-        method: Method,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-    ) -> Result<Map<String, Json>, ApiError> {
-        let env = self.write_env(method, visitor, snapshot, false);
-        Ok(write(req, checks, &env).await?)
-    }
-
-    /// A single-row POST goes through the write queue when it is on.
-    async fn queued(
-        &self,
-        req: &Request,
-        checks: &[ExistenceCheck],
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-    ) -> Result<Option<Map<String, Json>>, ApiError> {
-        let Some(queue) = &self.queue else {
-            return Ok(None);
-        };
-        let env = self.write_env(Method::Post, visitor, snapshot, false);
-        let Some((key, insert, id)) = single_insert(req, checks, &env)? else {
-            return Ok(None);
-        };
-        queue.insert(insert).await?;
-        let mut out = Map::new();
-        out.insert(key, Json::Object(single_insert_answer(id)));
-        Ok(Some(out))
-    }
-
-    /// `/register`: a POST with tag `register` (the `Request` row decides the shape: typically
-    /// `Privacy` with `phone` and `_password`, `User` with `name`, `"id@": "Privacy/id"`). It runs
-    /// without a login and without the `Access` role lists, as the reference's demo does; the
-    /// structure is what keeps it in bounds.
-    /// The verification code (`verify`, type 1 of `/post/verify`) is checked first and spent
-    /// when the account is made; the phone is stored in its canonical spelling and the
-    /// passwords as `password_storage` says (crate::account).
-    pub async fn register(&self, body: &[u8], address: Option<std::net::IpAddr>) -> Json {
-        let mut map = match parse_body(body) {
-            Ok(m) => m,
-            Err(e) => return self.failure(&e.into()),
-        };
-        let phone = match self.check_registration(&mut map, address).await {
-            Ok(phone) => phone,
-            Err(e) => return self.account_failure(&e),
-        };
-        match self.register_inner(map).await {
-            Ok(v) => {
-                self.forget_codes(crate::account::CodeType::Register, &phone)
-                    .await;
-                v
-            }
-            Err(e) => self.failure(&e),
-        }
-    }
-
-    async fn register_inner(&self, mut map: Map<String, Json>) -> Result<Json, ApiError> {
-        map.insert("tag".into(), Json::String("register".into()));
-        map.remove("verify");
-        let snapshot = self.snapshot();
-        // No login and no Access lists here: the structure is all that bounds a sign-up, so it
-        // is read as a whitelist (a sign-up that could set `User.contactIdList` would forge the
-        // CONTACT and CIRCLE reach of every later login).
-        let mut verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
-        self.seal_passwords(&mut verified.request).await?;
-        let req = Request::from_map(verified.request)?;
-        let env = self.write_env(Method::Post, None, &snapshot, true);
-        let results = write(&req, &verified.checks, &env).await?;
-        Ok(success(results, false))
-    }
-
-    /// GETS and HEADS: the `Request` table's structure decides what may run.
-    pub(crate) fn verify(
-        &self,
-        method: Method,
-        map: Map<String, Json>,
-        snapshot: &Snapshot,
-    ) -> Result<Map<String, Json>, ApiError> {
-        Ok(verify(method, map, &snapshot.rules)?.request)
-    }
 }
 
 /// One call as the HTTP edge received it.
@@ -564,6 +317,8 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// Who is calling.
     pub visitor: Option<Visitor>,
+    /// The client's address (anonymous reads are counted by it).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// Runs the producer of a streamed answer in a task of its own, under the request's watch.
@@ -596,32 +351,6 @@ pub(crate) fn unreachable(e: &ExecError) -> bool {
                 ..
             }
     )
-}
-
-/// Connects to the read replicas. One that is down at start-up is an error, as the primary is:
-/// a typo in a URL should not pass for an outage.
-async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Backend>>, String> {
-    let mut replicas = Vec::new();
-    for u in &cfg.read_replicas {
-        let url = DbUrl::parse(u).map_err(|e| e.to_string())?;
-        if url.engine() != primary.engine() || url.engine() == apijet_core::Engine::Sqlite {
-            return Err(format!(
-                "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
-            ));
-        }
-        let replica = Backend::connect(
-            &url,
-            cfg.pool_size,
-            cfg.statement_timeout_ms,
-            false,
-            DbRole::Replica,
-        )
-        .await
-        // The error names the replica's host, database and user (not its password).
-        .map_err(|e| format!("read replica (setting read_replicas): {e}"))?;
-        replicas.push(Arc::new(replica));
-    }
-    Ok(replicas)
 }
 
 /// A login whose `defaults` named a schema this server does not serve: the reference reads
@@ -665,28 +394,4 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
     }
     out.insert("tag".into(), Json::String(tag.to_string()));
     out
-}
-
-/// The names `@database` and `@schema` may give: the engine as the reference names it, and the
-/// database (MariaDB) or schema (PostgreSQL) the URL connects to.
-fn served_names(engine: apijet_core::Engine, url: &str) -> apijet_plan::keywords::Served {
-    use apijet_core::Engine;
-    let db = url
-        .split('?')
-        .next()
-        .and_then(|u| u.split_once("://").map(|(_, rest)| rest))
-        .and_then(|rest| rest.split_once('/').map(|(_, db)| db.to_string()))
-        .filter(|db| !db.is_empty() && !db.contains('/'));
-    let (databases, mut schemas): (&[&str], Vec<String>) = match engine {
-        Engine::Sqlite => (&["SQLITE"], vec!["main".into()]),
-        Engine::Postgres => (&["POSTGRESQL"], vec!["public".into()]),
-        Engine::MySql => (&["MYSQL", "MARIADB"], Vec::new()),
-    };
-    if engine != Engine::Sqlite {
-        schemas.extend(db);
-    }
-    apijet_plan::keywords::Served {
-        databases: databases.iter().map(|d| d.to_string()).collect(),
-        schemas,
-    }
 }

@@ -1,22 +1,19 @@
 //! apijet: an APIJSON server. See README.md.
 
-mod account;
+mod accounts;
 mod anonymous;
 mod app;
 mod config;
 mod console;
 mod crud;
-mod edge;
 mod http;
-mod login_limit;
 mod metrics;
 mod observe;
 mod openapi;
+mod pipeline;
 mod point;
-mod router;
-mod server;
-mod session;
 mod snapshot;
+mod templates;
 
 use clap::{Parser, Subcommand};
 

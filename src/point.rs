@@ -1,7 +1,7 @@
 //! Point lookups answered from the plan cache of the snapshot (see `apijet_exec::point`).
 
 use crate::app::{unreachable, Answer, AppState};
-use crate::edge::Facts;
+use crate::observe::Facts;
 use crate::snapshot::Snapshot;
 use apijet_core::{Method, Visitor};
 use apijet_exec::read::over_budget;

@@ -9,7 +9,7 @@ pub mod nested;
 pub mod object;
 pub mod stream;
 
-pub use error::ApiError;
+pub use error::{AccountError, ApiError};
 pub use format::format_keys;
 
 use serde_json::{json, Map, Value as Json};
@@ -37,10 +37,16 @@ pub fn success(mut results: Map<String, Json>, format: bool) -> Json {
 
 /// An error answer: `ok:false`, the code and the message.
 pub fn failure(err: &ApiError, debug: bool) -> Json {
+    refusal(err.code(), &err.message(debug))
+}
+
+/// The error answer of a refusal made before the APIJSON pipeline (an oversized or slow body,
+/// no such route, too many connections): its code is the HTTP status it goes out with.
+pub fn refusal(status: u16, msg: &str) -> Json {
     let mut m = Map::new();
     m.insert("ok".into(), Json::Bool(false));
-    m.insert("code".into(), json!(err.code()));
-    m.insert("msg".into(), json!(err.message(debug)));
+    m.insert("code".into(), json!(status));
+    m.insert("msg".into(), json!(msg));
     m.insert("time".into(), json!(now_ms()));
     Json::Object(m)
 }

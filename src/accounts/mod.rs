@@ -1,38 +1,42 @@
 //! The account endpoints of the reference's demo application, which existing APIJSON clients
 //! call against the same database: verification codes (`/post/verify`, `/gets/verify`,
-//! `/heads/verify`), login by code, `/register` with a code, `/put/password` and
-//! `/put/balance` (protocol §14; APIJSON-Demo `APIJSONBoot` DemoController).
+//! `/heads/verify`), `/login` by password or code, `/register` with a code, `/put/password`
+//! and `/put/balance` (protocol §14; APIJSON-Demo `APIJSONBoot` DemoController); and the
+//! signed tokens that say who the visitor of a request is ([`session`]).
 //!
 //! Every path turns the client's phone into an [`apijet_auth::Phone`] (one canonical spelling,
 //! or 406) before it is a limiter key or a bound value, so no spelling of a number the database
 //! would read as the same account gets a count of its own. Wrong codes and passwords count per
-//! account and per client address (`crate::login_limit`, 429). Passwords are stored as
-//! `password_storage` says ([`passwords`]).
+//! account and per client address ([`login_limit`], 429). Passwords are stored as
+//! `password_storage` says ([`passwords`]). Refusals are `apijet_response::AccountError`s,
+//! whose codes `apijet_response` maps with every other error's.
 //!
 //! Codes live in the `Verify` table (`id, type, phone, verify, date`), which the generic API
 //! never reaches (`apijet_plan::schema::SECRET_TABLES`); see [`codes`].
 
 mod balance;
 mod codes;
-pub mod passwords;
+mod login;
+pub mod login_limit;
+mod passwords;
 mod profile;
-pub mod routes;
+mod register;
+pub mod session;
 
 pub use profile::check_defaults;
 
-use crate::app::AppState;
 use crate::config::Config;
-use crate::login_limit::Subject;
-use apijet_auth::{Phone, PhoneError};
-use apijet_core::{Method, Value};
-use apijet_exec::write::write;
+use crate::pipeline::Pipeline;
+use apijet_auth::Phone;
+use apijet_core::Value;
 use apijet_plan::schema::{ColumnKind, Table};
-use apijet_request::Request;
-use apijet_response::{now_ms, ApiError};
-use serde_json::{json, Map, Value as Json};
+use apijet_response::{AccountError, ApiError};
+use login_limit::{LoginLimiter, LoginLimits, Subject};
+use serde_json::{Map, Value as Json};
+use session::Sessions;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Wrong guesses a code survives; the next one deletes it.
@@ -78,96 +82,39 @@ impl CodeType {
     }
 }
 
-/// Why an account call failed, with the demo's codes.
-#[derive(Debug, thiserror::Error)]
-pub enum AccountError {
-    /// A missing or malformed field.
-    #[error("{0}")]
-    Invalid(String),
-    /// No code was given, or no account has that phone.
-    #[error("{0}")]
-    NotFound(String),
-    /// Wrong code or password.
-    #[error("{0}")]
-    Mismatch(String),
-    /// The code has expired.
-    #[error("the verification code has expired: ask for a new one")]
-    Expired,
-    /// The new password equals the old one, or the balance changed meanwhile.
-    #[error("{0}")]
-    Conflict(String),
-    /// An amount out of range.
-    #[error("{0}")]
-    OutOfRange(String),
-    /// Refused by configuration.
-    #[error("{0}")]
-    Forbidden(String),
-    /// Not logged in.
-    #[error("not logged in, or the login has expired: log in and try again")]
-    NotLoggedIn,
-    /// Too many wrong codes or passwords for this account or client address.
-    #[error(
-        "too many failed attempts for this account or from this address: try again in {} s \
-         (settings login_failures_per_phone, login_failures_per_address, login_lockout_secs)",
-        .0.as_secs().max(1)
-    )]
-    TooManyAttempts(Duration),
-    /// A failure of the pipeline.
-    #[error(transparent)]
-    Api(#[from] ApiError),
-}
-
-impl From<PhoneError> for AccountError {
-    fn from(e: PhoneError) -> AccountError {
-        AccountError::Invalid(e.to_string())
-    }
-}
-
-impl AccountError {
-    /// The APIJSON code.
-    pub fn code(&self) -> u16 {
-        match self {
-            AccountError::Invalid(_) => 406,
-            AccountError::NotFound(_) => 404,
-            AccountError::Mismatch(_) => 412,
-            AccountError::Expired => 408,
-            AccountError::Conflict(_) => 409,
-            AccountError::OutOfRange(_) => 416,
-            AccountError::Forbidden(_) => 403,
-            AccountError::NotLoggedIn => 407,
-            AccountError::TooManyAttempts(_) => 429,
-            AccountError::Api(e) => e.code(),
-        }
-    }
-
-    /// How long to wait before trying again (HTTP `Retry-After`), for a 429.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            AccountError::TooManyAttempts(wait) => Some(*wait),
-            _ => None,
-        }
-    }
-}
-
-/// Settings and in-memory state of the account endpoints.
+/// The account endpoints: their settings, the failed-attempt counts, and the pipeline they
+/// read and write through.
 pub struct Accounts {
-    /// How long a code is valid.
-    pub ttl: Duration,
-    /// Whether `/post/verify` and `/gets/verify` answer the code itself.
-    pub code_in_answer: bool,
+    pipeline: Arc<Pipeline>,
+    /// Issues the tokens of logins.
+    sessions: Arc<Sessions>,
+    /// Failed logins, codes and passwords, per account and per client address.
+    limiter: LoginLimiter,
     /// How passwords are stored and checked.
-    pub passwords: passwords::Passwords,
+    passwords: passwords::Passwords,
+    /// How long a code is valid.
+    code_ttl: Duration,
+    /// Whether `/post/verify` and `/gets/verify` answer the code itself.
+    code_in_answer: bool,
     /// Wrong guesses per (type, phone) since the code was made.
     attempts: Mutex<HashMap<(CodeType, Phone), u32>>,
 }
 
 impl Accounts {
-    /// The account endpoints' state.
-    pub fn new(cfg: &Config) -> Accounts {
+    /// The account endpoints as `cfg` sets them, over `pipeline`, logging in with `sessions`.
+    pub fn new(cfg: &Config, pipeline: Arc<Pipeline>, sessions: Arc<Sessions>) -> Accounts {
         Accounts {
-            ttl: Duration::from_secs(cfg.verify_code_ttl_secs),
-            code_in_answer: cfg.verify_code_in_answer,
+            pipeline,
+            sessions,
+            limiter: LoginLimiter::new(LoginLimits {
+                per_phone: cfg.login_failures_per_phone,
+                per_address: cfg.login_failures_per_address,
+                lockout: Duration::from_secs(cfg.login_lockout_secs),
+                entries: cfg.login_limit_entries,
+            }),
             passwords: passwords::Passwords::new(cfg.password_storage),
+            code_ttl: Duration::from_secs(cfg.verify_code_ttl_secs),
+            code_in_answer: cfg.verify_code_in_answer,
             attempts: Mutex::new(HashMap::new()),
         }
     }
@@ -177,26 +124,10 @@ impl Accounts {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-impl AppState {
-    /// The error envelope of an account call. Failures of the pipeline go through
-    /// [`AppState::failure`], which keeps database text out of answers outside debug mode.
-    pub fn account_failure(&self, e: &AccountError) -> Json {
-        match e {
-            AccountError::Api(api) => self.failure(api),
-            other => json!({
-                "ok": false,
-                "code": other.code(),
-                "msg": other.to_string(),
-                "time": now_ms()
-            }),
-        }
-    }
 
     /// 429 when any of `subjects` has used up its failures for now.
     fn limit(&self, subjects: &[Subject]) -> Result<(), AccountError> {
-        match self.sessions.limiter.check(subjects, Instant::now()) {
+        match self.limiter.check(subjects, Instant::now()) {
             Some(wait) => Err(AccountError::TooManyAttempts(wait)),
             None => Ok(()),
         }
@@ -204,19 +135,32 @@ impl AppState {
 
     /// Counts a failure against each of `subjects`.
     fn count_failure(&self, subjects: &[Subject]) {
-        self.sessions.limiter.failed(subjects, Instant::now());
+        self.limiter.failed(subjects, Instant::now());
     }
 
-    /// Runs a write as the server itself: the account endpoint has done the checks.
-    async fn server_write(
+    /// The `table` of this database (`Privacy`, `User`, `Verify`), or 403 naming it.
+    fn table(&self, name: &str) -> Result<Arc<Table>, AccountError> {
+        self.pipeline
+            .snapshot()
+            .schema
+            .table(name)
+            .cloned()
+            .ok_or_else(|| AccountError::Forbidden(format!("this database has no {name} table")))
+    }
+
+    /// The `Privacy` row where `key = value`, with `cols`.
+    async fn privacy_row(
         &self,
-        method: Method,
-        body: Map<String, Json>,
-    ) -> Result<Map<String, Json>, AccountError> {
-        let req = Request::from_map(body).map_err(ApiError::from)?;
-        let snapshot = self.snapshot();
-        let env = self.write_env(method, None, &snapshot, true);
-        Ok(write(&req, &[], &env).await.map_err(ApiError::from)?)
+        key: &str,
+        value: Value,
+        cols: &[&str],
+    ) -> Result<Option<Map<String, Json>>, ApiError> {
+        let table = self.table("Privacy")?;
+        let rows = self
+            .pipeline
+            .lookup(&table, cols, (key, value), &[])
+            .await?;
+        Ok(rows.into_iter().next())
     }
 }
 
@@ -268,7 +212,7 @@ fn is_code(s: &str) -> bool {
 /// The bound value of `phone` for `column` of `table`: a number where the column is an
 /// integer (the APIJSON demo's `bigint` phones), else the canonical text. Either way the
 /// database compares one spelling.
-pub(crate) fn phone_value(table: &Table, column: &str, phone: &Phone) -> Value {
+fn phone_value(table: &Table, column: &str, phone: &Phone) -> Value {
     let numeric = table
         .column(column)
         .is_some_and(|c| matches!(c.kind, ColumnKind::Int));
@@ -279,12 +223,7 @@ pub(crate) fn phone_value(table: &Table, column: &str, phone: &Phone) -> Value {
     }
 }
 
-/// The `Privacy` table of this database.
-fn privacy_table(state: &AppState) -> Result<std::sync::Arc<Table>, AccountError> {
-    state
-        .snapshot()
-        .schema
-        .table("Privacy")
-        .cloned()
-        .ok_or_else(|| AccountError::Forbidden("this database has no Privacy table".into()))
+/// The client's `field` as a [`Phone`]: its one canonical spelling, or 406.
+fn phone(v: Option<&Json>, field: &'static str) -> Result<Phone, AccountError> {
+    Phone::from_json(v, field).map_err(|e| AccountError::Invalid(e.to_string()))
 }

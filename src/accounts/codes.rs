@@ -7,30 +7,26 @@
 //! when `verify_code_in_answer` is on (the demo's behaviour, for tests and development);
 //! otherwise it must reach the phone another way.
 
+use super::login_limit::Subject;
 use super::{
-    is_code, is_password, phone_value, secret, subjects, text, AccountError, CodeType, MAX_ATTEMPTS,
+    is_code, is_password, phone, phone_value, secret, subjects, text, Accounts, CodeType,
+    MAX_ATTEMPTS,
 };
-use crate::app::AppState;
-use crate::login_limit::Subject;
 use apijet_auth::{constant_time_eq, Phone};
 use apijet_core::{Method, Value};
-use apijet_exec::read::fetch_rows;
-use apijet_plan::lookup;
 use apijet_plan::schema::{ColumnKind, Table};
 use apijet_request::parse_body;
-use apijet_response::{success, ApiError};
+use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A fresh code from the operating system's generator: 4 digits, as the demo makes them.
-fn new_code() -> Result<String, AccountError> {
+fn new_code() -> Result<String, ApiError> {
     let mut b = [0u8; 4];
     getrandom::fill(&mut b).map_err(|e| {
-        AccountError::Api(ApiError::Unsupported(format!(
-            "no random source for verification codes: {e}"
-        )))
+        ApiError::Unsupported(format!("no random source for verification codes: {e}"))
     })?;
     Ok((1000 + u32::from_le_bytes(b) % 9000).to_string())
 }
@@ -62,8 +58,8 @@ struct VerifyTable {
 }
 
 impl VerifyTable {
-    fn of(state: &AppState) -> Result<VerifyTable, AccountError> {
-        let snapshot = state.snapshot();
+    fn of(accounts: &Accounts) -> Result<VerifyTable, AccountError> {
+        let snapshot = accounts.pipeline.snapshot();
         let table = snapshot.schema.table("Verify").cloned().ok_or_else(|| {
             AccountError::Forbidden(
                 "this database has no Verify table for verification codes".into(),
@@ -117,29 +113,21 @@ struct StoredCode {
     made: Option<SystemTime>,
 }
 
-impl AppState {
+impl Accounts {
     async fn codes(
         &self,
         t: &VerifyTable,
         kind: CodeType,
         phone: &Phone,
-    ) -> Result<Vec<StoredCode>, AccountError> {
+    ) -> Result<Vec<StoredCode>, ApiError> {
         let cols = [
             t.id.as_str(),
             t.kind.as_str(),
             t.code.as_str(),
             t.date.as_str(),
         ];
-        let select = lookup(
-            &t.table,
-            &cols,
-            &t.phone,
-            phone_value(&t.table, &t.phone, phone),
-        )
-        .map_err(ApiError::from)?;
-        let rows = fetch_rows(&self.backend, self.dialect.as_ref(), &select, &[])
-            .await
-            .map_err(ApiError::from)?;
+        let key = (t.phone.as_str(), phone_value(&t.table, &t.phone, phone));
+        let rows = self.pipeline.lookup(&t.table, &cols, key, &[]).await?;
         Ok(rows
             .into_iter()
             .filter(|r| r.get(&t.kind).and_then(Json::as_i64) == Some(kind as i64))
@@ -155,7 +143,7 @@ impl AppState {
             .collect())
     }
 
-    async fn delete_codes(&self, t: &VerifyTable, ids: Vec<i64>) -> Result<(), AccountError> {
+    async fn delete_codes(&self, t: &VerifyTable, ids: Vec<i64>) -> Result<(), ApiError> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -163,7 +151,9 @@ impl AppState {
         obj.insert(format!("{}{{}}", t.id), json!(ids));
         let mut body = Map::new();
         body.insert("Verify".into(), Json::Object(obj));
-        self.server_write(Method::Delete, body).await?;
+        self.pipeline
+            .trusted_write(Method::Delete, body, &[])
+            .await?;
         Ok(())
     }
 
@@ -178,11 +168,9 @@ impl AppState {
         code: &str,
         consume: bool,
         address: Option<IpAddr>,
-    ) -> Result<(), AccountError> {
+    ) -> Result<(), ApiError> {
         if code.is_empty() {
-            return Err(AccountError::NotFound(
-                "the verification code is missing".into(),
-            ));
+            return Err(AccountError::NotFound("the verification code is missing".into()).into());
         }
         // Wrong codes count with the account's failed logins: a fresh code must not buy five
         // more guesses, and one address must not guess across accounts.
@@ -199,12 +187,12 @@ impl AppState {
             self.count_failure(&counted);
             if stored.is_empty() {
                 // No code to spend: nothing to remember (the limiter counted the guess).
-                return Err(AccountError::Mismatch(
-                    "wrong phone or verification code".into(),
-                ));
+                return Err(
+                    AccountError::Mismatch("wrong phone or verification code".into()).into(),
+                );
             }
             let spent = {
-                let mut attempts = self.accounts.attempts();
+                let mut attempts = self.attempts();
                 let n = attempts.entry(key.clone()).or_insert(0);
                 *n += 1;
                 let spent = *n >= MAX_ATTEMPTS;
@@ -216,19 +204,17 @@ impl AppState {
             if spent {
                 self.delete_codes(&t, all_ids).await?;
             }
-            return Err(AccountError::Mismatch(
-                "wrong phone or verification code".into(),
-            ));
+            return Err(AccountError::Mismatch("wrong phone or verification code".into()).into());
         };
         let expired = found
             .made
-            .is_none_or(|made| SystemTime::now() > made + self.accounts.ttl);
+            .is_none_or(|made| SystemTime::now() > made + self.code_ttl);
         if expired || consume {
-            self.accounts.attempts().remove(&key);
+            self.attempts().remove(&key);
             self.delete_codes(&t, all_ids).await?;
         }
         if expired {
-            return Err(AccountError::Expired);
+            return Err(AccountError::Expired.into());
         }
         Ok(())
     }
@@ -245,7 +231,7 @@ impl AppState {
         row.insert("id".into(), json!(id));
         row.insert("type".into(), json!(kind as i64));
         row.insert("phone".into(), json!(phone.as_str()));
-        if self.accounts.code_in_answer {
+        if self.code_in_answer {
             row.insert("verify".into(), json!(code));
         }
         row.insert("date".into(), json!(made));
@@ -261,10 +247,10 @@ impl AppState {
         &self,
         body: &[u8],
         address: Option<IpAddr>,
-    ) -> Result<Json, AccountError> {
-        let req = parse_body(body).map_err(ApiError::from)?;
+    ) -> Result<Json, ApiError> {
+        let req = parse_body(body)?;
         let kind = CodeType::from_json(req.get("type"))?;
-        let phone = Phone::from_json(req.get("phone"), "phone")?;
+        let phone = phone(req.get("phone"), "phone")?;
         let counted = subjects(Subject::CodeRequests(phone.clone()), address);
         self.limit(&counted)?;
         self.count_failure(&counted);
@@ -276,7 +262,7 @@ impl AppState {
             .map(|c| c.id)
             .collect();
         self.delete_codes(&t, old).await?;
-        self.accounts.attempts().remove(&(kind, phone.clone()));
+        self.attempts().remove(&(kind, phone.clone()));
         let code = new_code()?;
         let made = utc_text(SystemTime::now());
         let mut obj = Map::new();
@@ -286,7 +272,7 @@ impl AppState {
         obj.insert(t.date.clone(), json!(made));
         let mut body = Map::new();
         body.insert("Verify".into(), Json::Object(obj));
-        let written = self.server_write(Method::Post, body).await?;
+        let written = self.pipeline.trusted_write(Method::Post, body, &[]).await?;
         let id = written
             .get("Verify")
             .and_then(|v| v.get("id"))
@@ -296,26 +282,28 @@ impl AppState {
     }
 
     /// `POST /gets/verify {type, phone}`: the current code, where codes may be answered.
-    pub async fn gets_verify(&self, body: &[u8]) -> Result<Json, AccountError> {
-        if !self.accounts.code_in_answer {
+    pub async fn gets_verify(&self, body: &[u8]) -> Result<Json, ApiError> {
+        if !self.code_in_answer {
             return Err(AccountError::Forbidden(
                 "verification codes are not readable through the API on this server \
                  (setting verify_code_in_answer)"
                     .into(),
-            ));
+            )
+            .into());
         }
-        let req = parse_body(body).map_err(ApiError::from)?;
+        let req = parse_body(body)?;
         let kind = CodeType::from_json(req.get("type"))?;
-        let phone = Phone::from_json(req.get("phone"), "phone")?;
+        let phone = phone(req.get("phone"), "phone")?;
         let t = VerifyTable::of(self)?;
         let live = self.codes(&t, kind, &phone).await?.into_iter().find(|c| {
             c.made
-                .is_some_and(|m| SystemTime::now() <= m + self.accounts.ttl)
+                .is_some_and(|m| SystemTime::now() <= m + self.code_ttl)
         });
         let Some(c) = live else {
             return Err(AccountError::NotFound(
                 "no verification code for this phone: ask for one with /post/verify".into(),
-            ));
+            )
+            .into());
         };
         let made = c.made.map(utc_text).unwrap_or_default();
         Ok(self.verify_answer(kind, &phone, c.id, &c.code, &made))
@@ -326,10 +314,10 @@ impl AppState {
         &self,
         body: &[u8],
         address: Option<IpAddr>,
-    ) -> Result<Json, AccountError> {
-        let req = parse_body(body).map_err(ApiError::from)?;
+    ) -> Result<Json, ApiError> {
+        let req = parse_body(body)?;
         let kind = CodeType::from_json(req.get("type"))?;
-        let phone = Phone::from_json(req.get("phone"), "phone")?;
+        let phone = phone(req.get("phone"), "phone")?;
         let code = text(req.get("verify")).unwrap_or_default();
         self.check_code(kind, &phone, &code, false, address).await?;
         let mut out = Map::new();
@@ -340,7 +328,7 @@ impl AppState {
     /// Deletes the codes of `(kind, phone)` once they served; a failure only leaves them to
     /// expire.
     pub async fn forget_codes(&self, kind: CodeType, phone: &Phone) {
-        self.accounts.attempts().remove(&(kind, phone.clone()));
+        self.attempts().remove(&(kind, phone.clone()));
         let Ok(t) = VerifyTable::of(self) else {
             return;
         };
@@ -359,26 +347,29 @@ impl AppState {
         &self,
         req: &mut Map<String, Json>,
         address: Option<IpAddr>,
-    ) -> Result<Phone, AccountError> {
+    ) -> Result<Phone, ApiError> {
         let privacy = req.get_mut("Privacy").and_then(Json::as_object_mut);
         let Some(privacy) = privacy else {
             return Err(AccountError::Invalid(
                 "Privacy with phone and _password is required".into(),
-            ));
+            )
+            .into());
         };
-        let phone = Phone::from_json(privacy.get("phone"), "Privacy/phone")?;
+        let phone = phone(privacy.get("phone"), "Privacy/phone")?;
         privacy.insert("phone".into(), json!(phone.as_str()));
         let password = secret(privacy.get("_password")).unwrap_or_default();
         if !is_password(&password) {
             return Err(AccountError::Invalid(
                 "Privacy/_password must have 6 to 64 characters".into(),
-            ));
+            )
+            .into());
         }
         let code = text(req.get("verify")).unwrap_or_default();
         if !is_code(&code) {
             return Err(AccountError::Invalid(
                 "verify must be the 4-digit code from /post/verify".into(),
-            ));
+            )
+            .into());
         }
         self.check_code(CodeType::Register, &phone, &code, false, address)
             .await?;

@@ -6,14 +6,13 @@
 //! (retried a few times when another change came first). `balance = balance + x` would let
 //! SQLite, whose `DECIMAL` columns hold binary floating point, drift (`9022.280999999`).
 
-use super::{account_id, secret, subjects, AccountError};
-use crate::app::AppState;
-use crate::login_limit::Subject;
+use super::login_limit::Subject;
+use super::{account_id, secret, subjects, Accounts};
 use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ExecError;
 use apijet_plan::PlanError;
 use apijet_request::parse_body;
-use apijet_response::{success, ApiError};
+use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
 use std::fmt;
 use std::net::IpAddr;
@@ -106,7 +105,7 @@ impl fmt::Display for Cents {
     }
 }
 
-impl AppState {
+impl Accounts {
     /// `POST /put/balance {"Privacy": {"id", "balance+", "_payPassword"}}`: a top-up (positive)
     /// or withdrawal (negative) of at most 10000 by the logged-in owner, with the pay password.
     pub async fn put_balance(
@@ -114,26 +113,25 @@ impl AppState {
         body: &[u8],
         visitor: Option<&Visitor>,
         address: Option<IpAddr>,
-    ) -> Result<Json, AccountError> {
-        let visitor = visitor.ok_or(AccountError::NotLoggedIn)?;
-        let req = parse_body(body).map_err(ApiError::from)?;
+    ) -> Result<Json, ApiError> {
+        let visitor = visitor.ok_or(PlanError::NotLoggedIn)?;
+        let req = parse_body(body)?;
         let privacy = req
             .get("Privacy")
             .and_then(Json::as_object)
             .ok_or_else(|| AccountError::Invalid("Privacy is required".into()))?;
         let id = account_id(privacy.get("id"), "Privacy/id")?;
         if id != visitor.id {
-            return Err(AccountError::Api(ApiError::Plan(PlanError::AccessDenied {
+            return Err(PlanError::AccessDenied {
                 table: "Privacy".into(),
                 role: apijet_core::Role::Owner,
                 method: Method::Put,
-            })));
+            }
+            .into());
         }
         let pay = secret(privacy.get("_payPassword")).unwrap_or_default();
         if !super::is_password(&pay) {
-            return Err(AccountError::Invalid(
-                "Privacy/_payPassword is required".into(),
-            ));
+            return Err(AccountError::Invalid("Privacy/_payPassword is required".into()).into());
         }
         let change = Cents::parse_amount(privacy.get("balance+"), "Privacy/balance+")?;
         if let Some(k) = privacy
@@ -142,15 +140,17 @@ impl AppState {
         {
             return Err(AccountError::Invalid(format!(
                 "Privacy/{k} is not allowed here: give id, balance+ and _payPassword"
-            )));
+            ))
+            .into());
         }
         if change.0 == 0 {
-            return Err(AccountError::OutOfRange("balance+ must not be 0".into()));
+            return Err(AccountError::OutOfRange("balance+ must not be 0".into()).into());
         }
         if change.0.abs() > MAX_CHANGE {
             return Err(AccountError::OutOfRange(
                 "one top-up or withdrawal may not exceed 10000".into(),
-            ));
+            )
+            .into());
         }
         let counted = subjects(Subject::PayPassword(id), address);
         self.limit(&counted)?;
@@ -158,12 +158,12 @@ impl AppState {
             .privacy_row("id", Value::Int(id), &["id", "_payPassword"])
             .await?;
         let right = match row.as_ref().and_then(|r| secret(r.get("_payPassword"))) {
-            Some(stored) => self.accounts.passwords.matches(stored, pay).await,
+            Some(stored) => self.passwords.matches(stored, pay).await,
             None => false,
         };
         if !right {
             self.count_failure(&counted);
-            return Err(AccountError::Mismatch("wrong pay password".into()));
+            return Err(AccountError::Mismatch("wrong pay password".into()).into());
         }
         for _ in 0..TRIES {
             if let Some(written) = self.change_balance(id, change).await? {
@@ -172,7 +172,8 @@ impl AppState {
         }
         Err(AccountError::Conflict(
             "the balance changed while this change was made: try again".into(),
-        ))
+        )
+        .into())
     }
 
     /// Adds `change` to the balance of `id` if nobody changed it meanwhile; `None` when
@@ -181,7 +182,7 @@ impl AppState {
         &self,
         id: i64,
         change: Cents,
-    ) -> Result<Option<Map<String, Json>>, AccountError> {
+    ) -> Result<Option<Map<String, Json>>, ApiError> {
         let row = self
             .privacy_row("id", Value::Int(id), &["id", "balance"])
             .await?
@@ -190,12 +191,12 @@ impl AppState {
         let balance = Cents::from_stored(Some(&stored)).unwrap_or(Cents(0));
         let new = Cents(balance.0 + change.0);
         if new.0 < 0 {
-            return Err(AccountError::OutOfRange("the balance is too low".into()));
+            return Err(AccountError::OutOfRange("the balance is too low".into()).into());
         }
         if new.0 > MAX_BALANCE {
-            return Err(AccountError::OutOfRange(
-                "the balance would exceed 99999999.99".into(),
-            ));
+            return Err(
+                AccountError::OutOfRange("the balance would exceed 99999999.99".into()).into(),
+            );
         }
         let mut obj = Map::new();
         obj.insert("id".into(), json!(id));
@@ -204,13 +205,13 @@ impl AppState {
         obj.insert("balance{}".into(), json!([stored]));
         let mut body = Map::new();
         body.insert("Privacy".into(), Json::Object(obj));
-        match self.server_write(Method::Put, body).await {
+        match self.pipeline.trusted_write(Method::Put, body, &[]).await {
             Ok(written) => Ok(Some(written)),
             // Zero rows changed: another change came first.
-            Err(AccountError::Api(
+            Err(
                 ApiError::Plan(PlanError::NothingChanged(_))
                 | ApiError::Exec(ExecError::Plan(PlanError::NothingChanged(_))),
-            )) => Ok(None),
+            ) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
+use crate::observe::Facts;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
@@ -14,30 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
-
-/// What the pipeline learned about a request, for the access log and metrics; handlers put it
-/// in the response's extensions.
-#[derive(Debug, Clone, Default)]
-pub struct Facts {
-    /// The APIJSON code of the answer.
-    pub code: u16,
-    /// The `table` metrics label: the first table the request names.
-    pub table: Option<usize>,
-    /// Every table the request names, comma-separated; filled only when the access log is on.
-    pub tables: Option<String>,
-    /// SQL statements run.
-    pub statements: Option<usize>,
-    /// Rows answered, when known.
-    pub rows: Option<u64>,
-    /// Parsing the body.
-    pub parse: Option<Duration>,
-    /// Planning a streamed list (its database time follows the headers).
-    pub plan: Option<Duration>,
-    /// Planning and running a buffered read.
-    pub exec: Option<Duration>,
-    /// Serializing a buffered answer.
-    pub encode: Option<Duration>,
-}
 
 /// The shared parts the middleware needs.
 pub struct Edge {
@@ -51,15 +28,9 @@ pub struct Edge {
 /// `x-request-id`
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// `{"ok":false,"code":…,"msg":…}` as bytes.
-pub fn envelope_bytes(code: u16, msg: &str) -> Vec<u8> {
-    let v = serde_json::json!({
-        "ok": false,
-        "code": code,
-        "msg": msg,
-        "time": apijet_response::now_ms(),
-    });
-    serde_json::to_vec(&v).unwrap_or_default()
+/// The envelope of an HTTP-level refusal with `status`, as bytes.
+pub fn envelope_bytes(status: u16, msg: &str) -> Vec<u8> {
+    serde_json::to_vec(&apijet_response::refusal(status, msg)).unwrap_or_default()
 }
 
 /// An HTTP-level refusal as an APIJSON envelope, with the HTTP status kept.

@@ -5,39 +5,21 @@
 //! wrong logins do (per account, by its canonical phone, and per client address), so it is no
 //! better an oracle than `/login` itself. By code it needs the type 2 (or 3) code of the phone.
 
+use super::login_limit::Subject;
 use super::passwords::PASSWORD_COLUMNS;
 use super::{
-    account_id, is_code, is_password, phone_value, privacy_table, secret, subjects, text,
-    AccountError, CodeType,
+    account_id, is_code, is_password, phone, phone_value, secret, subjects, text, Accounts,
+    CodeType,
 };
-use crate::app::AppState;
-use crate::login_limit::Subject;
 use apijet_auth::Phone;
 use apijet_core::{Method, Value};
-use apijet_exec::read::fetch_rows;
-use apijet_plan::lookup;
 use apijet_plan::PlanOptions;
 use apijet_request::parse_body;
-use apijet_response::{success, ApiError};
+use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
 use std::net::IpAddr;
 
-impl AppState {
-    /// The `Privacy` row where `key = value`, with `cols`.
-    pub(super) async fn privacy_row(
-        &self,
-        key: &str,
-        value: Value,
-        cols: &[&str],
-    ) -> Result<Option<Map<String, Json>>, AccountError> {
-        let table = privacy_table(self)?;
-        let select = lookup(&table, cols, key, value).map_err(ApiError::from)?;
-        let rows = fetch_rows(&self.backend, self.dialect.as_ref(), &select, &[])
-            .await
-            .map_err(ApiError::from)?;
-        Ok(rows.into_iter().next())
-    }
-
+impl Accounts {
     /// What a wrong old password of account `id` counts against: its pay password, or its
     /// login (by the canonical spelling of its stored phone, shared with `/login`; by id where
     /// the stored phone has none).
@@ -57,8 +39,8 @@ impl AppState {
         &self,
         body: &[u8],
         address: Option<IpAddr>,
-    ) -> Result<Json, AccountError> {
-        let req = parse_body(body).map_err(ApiError::from)?;
+    ) -> Result<Json, ApiError> {
+        let req = parse_body(body)?;
         let privacy = req
             .get("Privacy")
             .and_then(Json::as_object)
@@ -70,7 +52,8 @@ impl AppState {
                 if p.len() != 6 || !p.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(AccountError::Invalid(
                         "Privacy/_payPassword must be 6 digits".into(),
-                    ));
+                    )
+                    .into());
                 }
                 (PASSWORD_COLUMNS[1], CodeType::PayPassword, p)
             }
@@ -78,7 +61,8 @@ impl AppState {
         if !is_password(&password) {
             return Err(AccountError::Invalid(format!(
                 "Privacy/{column} must have 6 to 64 characters"
-            )));
+            ))
+            .into());
         }
         let old = secret(req.get("oldPassword")).unwrap_or_default();
         let id = if is_password(&old) {
@@ -86,7 +70,8 @@ impl AppState {
             if old == password {
                 return Err(AccountError::Conflict(
                     "the new password must differ from the old one".into(),
-                ));
+                )
+                .into());
             }
             // The address first: a sprayer's locked address costs no lookup.
             let address_only: Vec<Subject> = address.map(Subject::Address).into_iter().collect();
@@ -101,44 +86,41 @@ impl AppState {
             self.limit(&counted)?;
             let stored = row.as_ref().and_then(|r| secret(r.get(column)));
             let right = match stored {
-                Some(stored) => self.accounts.passwords.matches(stored, old).await,
+                Some(stored) => self.passwords.matches(stored, old).await,
                 None => false,
             };
             if !right {
                 self.count_failure(&counted);
-                return Err(AccountError::Mismatch(
-                    "wrong account or old password".into(),
-                ));
+                return Err(AccountError::Mismatch("wrong account or old password".into()).into());
             }
             id
         } else {
-            let phone = Phone::from_json(privacy.get("phone"), "Privacy/phone");
+            let phone = phone(privacy.get("phone"), "Privacy/phone");
             let code = text(req.get("verify")).unwrap_or_default();
             let (Ok(phone), true) = (phone, is_code(&code)) else {
                 return Err(AccountError::Invalid(
                     "give oldPassword with Privacy/id, or verify with Privacy/phone".into(),
-                ));
+                )
+                .into());
             };
             self.check_code(kind, &phone, &code, true, address).await?;
-            let table = privacy_table(self)?;
+            let table = self.table("Privacy")?;
             self.privacy_row("phone", phone_value(&table, "phone", &phone), &["id"])
                 .await?
                 .and_then(|r| account_id(r.get("id"), "id").ok())
                 .ok_or_else(|| AccountError::NotFound("this phone is not registered".into()))?
         };
-        let sealed = self.accounts.passwords.seal(password).await?;
+        let sealed = self.passwords.seal(password).await?;
         let mut obj = Map::new();
         obj.insert("id".into(), json!(id));
         obj.insert(column.into(), json!(sealed));
         let mut body = Map::new();
         body.insert("Privacy".into(), Json::Object(obj));
-        let written = match self.server_write(Method::Put, body).await {
-            Ok(w) => w,
-            Err(AccountError::Api(e)) => {
-                return Err(self.accounts.passwords.explain_refusal(column, e).into())
-            }
-            Err(e) => return Err(e),
-        };
+        let written = self
+            .pipeline
+            .trusted_write(Method::Put, body, &[])
+            .await
+            .map_err(|e| self.passwords.explain_refusal(column, e))?;
         Ok(success(written, false))
     }
 }

@@ -10,7 +10,6 @@
 //! threads nor hold more than cores × 19 MiB. Callers ask the failed-login limiter first, so a
 //! locked account or address costs no hashing at all.
 
-use crate::app::AppState;
 pub use crate::config::PasswordStorage;
 use apijet_auth::password;
 use apijet_plan::PlanError;
@@ -102,10 +101,10 @@ impl Passwords {
 /// The password columns of `Privacy`.
 pub const PASSWORD_COLUMNS: [&str; 2] = ["_password", "_payPassword"];
 
-impl AppState {
+impl Passwords {
     /// Replaces the passwords of the `Privacy` object of a write (`/register`) by their stored
     /// form. Called after the structure was checked, which sees what the client sent.
-    pub async fn seal_passwords(&self, req: &mut Map<String, Json>) -> Result<(), ApiError> {
+    pub async fn seal_request(&self, req: &mut Map<String, Json>) -> Result<(), ApiError> {
         let Some(privacy) = req.get_mut("Privacy").and_then(Json::as_object_mut) else {
             return Ok(());
         };
@@ -113,7 +112,7 @@ impl AppState {
             let Some(given) = super::secret(privacy.get(column)) else {
                 continue;
             };
-            let sealed = self.accounts.passwords.seal(given).await?;
+            let sealed = self.seal(given).await?;
             privacy.insert(column.into(), Json::String(sealed));
         }
         Ok(())
