@@ -2,8 +2,8 @@
 //! `GET /head/{json}` (with validators for revalidation), and `POST /router/{method}/{tag}`
 //! (`crate::templates`).
 
-use super::{accept, middleware};
 use super::reply::send;
+use super::{accept, middleware};
 use crate::app::{Answer, AppState, Call};
 use crate::observe::Facts;
 use axum::body::Bytes;

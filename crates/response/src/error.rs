@@ -219,3 +219,36 @@ fn plan_code(e: &PlanError) -> u16 {
         PlanError::NothingChanged(_) => 401,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_refusals_answer_the_demo_codes_and_say_how_long_to_wait() {
+        let wait = Duration::from_secs(30);
+        let cases: [(AccountError, u16); 9] = [
+            (AccountError::Invalid("phone".into()), 406),
+            (AccountError::NotFound("no code".into()), 404),
+            (AccountError::Mismatch("wrong code".into()), 412),
+            (AccountError::Expired, 408),
+            (AccountError::Conflict("same password".into()), 409),
+            (AccountError::OutOfRange("balance".into()), 416),
+            (AccountError::Forbidden("no Verify table".into()), 403),
+            (AccountError::TooManyAttempts(wait), 429),
+            (AccountError::TooManyLogins(wait), 429),
+        ];
+        for (refusal, code) in cases {
+            let waits = matches!(
+                refusal,
+                AccountError::TooManyAttempts(_) | AccountError::TooManyLogins(_)
+            );
+            let e = ApiError::from(refusal);
+            assert_eq!(e.code(), code, "{e}");
+            assert_eq!(e.retry_after(), waits.then_some(wait), "{e}");
+            // A refusal is the client's: its message is never masked.
+            assert_eq!(e.message(false), e.to_string());
+        }
+        assert_eq!(ApiError::TooManyRequests("busy".into()).retry_after(), None);
+    }
+}
