@@ -165,3 +165,25 @@ impl RowSink for CollectSink {
         self.over_budget = false;
     }
 }
+
+/// Where the items of an array go as they are built.
+pub trait ItemSink: Send {
+    /// Takes the next item.
+    fn item(&mut self, item: Json);
+
+    /// True when enough is buffered that [`ItemSink::flush`] should run.
+    fn wants_flush(&self) -> bool {
+        false
+    }
+
+    /// Hands buffered output on; may wait for the consumer.
+    fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
+        async { Ok(()) }
+    }
+}
+
+impl ItemSink for Vec<Json> {
+    fn item(&mut self, item: Json) {
+        self.push(item);
+    }
+}

@@ -164,7 +164,7 @@ pub(crate) fn check_owner_values(
     table: &Table,
     role: Role,
     ctx: &Ctx<'_>,
-    conds: &[crate::table::CondSpec],
+    conds: &[crate::cond::CondSpec],
 ) -> Result<(), PlanError> {
     use apijet_request::{Logic, Op};
     let Some(visitor) = ctx.visitor else {
@@ -183,7 +183,7 @@ pub(crate) fn check_owner_values(
         if c.key.column != owner || c.key.logic != Logic::Default {
             continue;
         }
-        let crate::table::Operand::Literal(v) = &c.operand else {
+        let crate::cond::Operand::Literal(v) = &c.operand else {
             continue;
         };
         let ids: Vec<&Json> = match (c.key.op, v) {

@@ -1,7 +1,8 @@
 //! Array objects: paging keywords and SQL joins between the tables of one item (§4.1, §12).
 
+use crate::cond::Operand;
 use crate::query::{CmpOp, Expr, Ident, Join, JoinKind, Pred, Select, SelectItem, Source};
-use crate::table::{Operand, TablePlan};
+use crate::table::TablePlan;
 use crate::PlanError;
 use apijet_request::{ArrayObject, Op};
 use serde_json::Value as Json;

@@ -10,11 +10,13 @@
 mod access;
 pub mod array;
 mod combine;
+mod cond;
 mod condition;
 mod expr;
 pub mod functions;
 pub mod gate;
 pub mod keywords;
+mod object;
 mod preds;
 pub mod procedure;
 pub mod query;
@@ -27,8 +29,10 @@ pub mod write;
 
 pub use access::{lookup, owner_column, visible_columns};
 pub use combine::Combine;
+pub use cond::{CondSpec, Operand, Resolver};
 pub use condition::check_pattern_budget;
-pub use table::{plan_subquery, CondSpec, Operand, Resolver, TablePlan};
+pub use object::plan_subquery;
+pub use table::TablePlan;
 
 use apijet_core::{Method, Role};
 use schema::SchemaCache;

@@ -4,8 +4,9 @@
 //! roles, references and every operator mean the same thing); this module decides which keys
 //! are values and which are conditions, and what the row of an insert holds.
 
+use crate::cond::Resolver;
 use crate::query::{Assign, Delete, Ident, Insert, Update};
-use crate::table::{Resolver, TablePlan};
+use crate::table::TablePlan;
 use crate::{access, Ctx, PlanError};
 use apijet_core::{Role, Value};
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};

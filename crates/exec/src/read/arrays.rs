@@ -5,8 +5,8 @@
 //! handed to an [`ItemSink`] one by one: collected for the buffered answer, or written out as
 //! they come when the whole answer streams (see `stream`).
 
-use super::stream::ItemSink;
 use super::{join, Reader, Site};
+use crate::sink::ItemSink;
 use crate::ExecError;
 use apijet_core::Method;
 use apijet_plan::array::{self, QueryMode};

@@ -15,7 +15,7 @@ mod stream;
 pub use keys::list_key;
 use keys::percent_decode;
 use references::References;
-pub use stream::{nested_list, read_nested, ItemSink, Nested};
+pub use stream::{nested_list, read_nested, Nested};
 
 use crate::backend::Backend;
 use crate::functions;

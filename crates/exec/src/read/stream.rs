@@ -21,14 +21,12 @@
 use super::arrays::Prepared;
 use super::references::References;
 use super::{ReadEnv, Reader};
-use crate::sink::SinkError;
+use crate::sink::ItemSink;
 use crate::ExecError;
 use apijet_core::Method;
 use apijet_plan::array::{self, QueryMode};
 use apijet_plan::PlanError;
 use apijet_request::{Node, Request};
-use serde_json::Value as Json;
-use std::future::Future;
 
 /// The largest byte cap under which a streamed answer is held back until complete (the default
 /// `max_answer_bytes`).
@@ -46,28 +44,6 @@ const CHUNK_PARENTS: u64 = 1_000;
 /// Fewest parents read by one statement: a page within the default `max_count` is never
 /// split, so it runs exactly the statements of the buffered answer.
 const MIN_CHUNK_PARENTS: u64 = 100;
-
-/// Where the items of an array go as they are built.
-pub trait ItemSink: Send {
-    /// Takes the next item.
-    fn item(&mut self, item: Json);
-
-    /// True when enough is buffered that [`ItemSink::flush`] should run.
-    fn wants_flush(&self) -> bool {
-        false
-    }
-
-    /// Hands buffered output on; may wait for the consumer.
-    fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
-        async { Ok(()) }
-    }
-}
-
-impl ItemSink for Vec<Json> {
-    fn item(&mut self, item: Json) {
-        self.push(item);
-    }
-}
 
 /// A nested list to stream.
 pub struct Nested {
