@@ -50,6 +50,7 @@ pub enum Answer {
 /// What a streamed nested read takes into its task.
 struct NestedRead {
     req: Request,
+    values: apijet_plan::shape::Slots,
     method: Method,
     visitor: Option<Visitor>,
     snapshot: Arc<Snapshot>,
@@ -215,6 +216,7 @@ impl AppState {
         method: Method,
         visitor: Option<&'a Visitor>,
         snapshot: &'a Snapshot,
+        values: &'a [Json],
     ) -> ReadEnv<'a> {
         ReadEnv {
             backend,
@@ -223,6 +225,7 @@ impl AppState {
             options: &self.options,
             method,
             visitor,
+            values,
         }
     }
 
@@ -355,8 +358,9 @@ impl AppState {
         {
             return Ok(answer);
         }
-        let req = Request::from_map(map)?;
-        let env = self.read_env(reader, method, visitor, &snapshot);
+        let mut req = Request::from_map(map)?;
+        let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
+        let env = self.read_env(reader, method, visitor, &snapshot, &values);
         let planning = std::time::Instant::now();
         if let Some(list) = list_query(&req, &env)? {
             facts.plan = Some(planning.elapsed());
@@ -401,6 +405,7 @@ impl AppState {
             let reader = Arc::clone(reader);
             let read = NestedRead {
                 req,
+                values,
                 method,
                 visitor: visitor.cloned(),
                 snapshot,
@@ -411,7 +416,7 @@ impl AppState {
         let outcome = match read(&req, &env).await {
             Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
                 // Reads change nothing: a replica that could not answer is retried on the primary.
-                let env = self.read_env(&self.backend, method, visitor, &snapshot);
+                let env = self.read_env(&self.backend, method, visitor, &snapshot, &values);
                 read(&req, &env).await?
             }
             other => other?,
@@ -437,20 +442,27 @@ impl AppState {
             let _permit = permit;
             let NestedRead {
                 req,
+                values,
                 method,
                 visitor,
                 snapshot,
                 reader,
             } = read;
             let mut sink = ItemStream::new(tx.clone(), &list.list_key);
-            let env = state.read_env(&reader, method, visitor.as_ref(), &snapshot);
+            let env = state.read_env(&reader, method, visitor.as_ref(), &snapshot, &values);
             let mut result = read_nested(&req, &env, &mut sink).await;
             if let Err(e) = &result {
                 if !Arc::ptr_eq(&reader, &state.backend) && unreachable(e) && !sink.started() {
                     // Reads change nothing: a replica that could not answer is retried on the
                     // primary.
                     sink.restart();
-                    let env = state.read_env(&state.backend, method, visitor.as_ref(), &snapshot);
+                    let env = state.read_env(
+                        &state.backend,
+                        method,
+                        visitor.as_ref(),
+                        &snapshot,
+                        &values,
+                    );
                     result = read_nested(&req, &env, &mut sink).await;
                 }
             }

@@ -40,7 +40,9 @@ impl AppState {
                 } else {
                     self.verify(method, body, snapshot)?
                 };
-                reads.push((key, method, Request::from_map(map)?));
+                let mut req = Request::from_map(map)?;
+                let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
+                reads.push((key, method, req, values));
                 continue;
             }
             let verified = verify(method, body, &snapshot.rules)?;
@@ -75,9 +77,9 @@ impl AppState {
                 }
             }
         }
-        for (key, method, req) in reads {
+        for (key, method, req, values) in reads {
             // After the writes of the same call: the primary, which has them.
-            let env = self.read_env(&self.backend, method, visitor, snapshot);
+            let env = self.read_env(&self.backend, method, visitor, snapshot, &values);
             let mut results = read(&req, &env).await?.results;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));

@@ -25,7 +25,7 @@ impl AppState {
         facts: &mut Facts,
     ) -> Result<Option<Answer>, ApiError> {
         let started = std::time::Instant::now();
-        let env = self.read_env(reader, method, visitor, snapshot);
+        let env = self.read_env(reader, method, visitor, snapshot, &[]);
         let Some(query) = point_query(map, &env, &snapshot.points)? else {
             return Ok(None);
         };

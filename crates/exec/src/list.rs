@@ -44,6 +44,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
         matches!(
             e,
             TableEntry::Condition { .. }
+                | TableEntry::Slot { .. }
                 | TableEntry::Keyword { .. }
                 | TableEntry::SubqueryCondition { .. }
         )
@@ -54,7 +55,6 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
     }
     let customs =
         apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     if !customs.is_empty() {
         // Custom root keys are echoed after the list: the general read answers them.
         return Ok(None);
@@ -81,7 +81,7 @@ pub fn list_query(req: &Request, env: &ReadEnv<'_>) -> Result<Option<ListQuery>,
     if plan.explain || plan.drop || !plan.echoes.is_empty() || !plan.procedures.is_empty() {
         return Ok(None);
     }
-    let statement = plan.select(&mut |_| None)?.map(|mut s| {
+    let statement = plan.select(env.values, &mut |_| None)?.map(|mut s| {
         s.limit = Some(paging.count);
         s.offset = paging.page * paging.count;
         render(env.dialect, &s)

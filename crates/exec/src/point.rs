@@ -316,7 +316,7 @@ fn plan_once(
     if plan.explain || plan.drop || !plan.echoes.is_empty() || !plan.procedures.is_empty() {
         return None;
     }
-    let mut select = plan.select(&mut |_| None).ok()??;
+    let mut select = plan.select(&[], &mut |_| None).ok()??;
     let mut names: Vec<&str> = select.columns.iter().map(|c| c.alias.as_str()).collect();
     names.sort_unstable();
     if names.windows(2).any(|w| w[0] == w[1]) {

@@ -8,10 +8,17 @@ use std::sync::Arc;
 /// Where a condition's value comes from.
 #[derive(Debug, Clone)]
 pub enum Operand {
-    /// The value in the request.
+    /// A value given while planning (a join's ON object, a function's result).
     Literal(Json),
+    /// The request's value in this slot (see [`crate::shape`]), bound per execution.
+    Slot(usize),
     /// A path to another object's result, resolved at execution.
     Ref(String),
+    /// The result of the object's `k-()` function, run before its statement.
+    Function(String),
+    /// Every parent item's value of link `n`: the IN list of a member batched for all the
+    /// items of its array.
+    Parent(usize),
     /// A subquery.
     Subquery(Box<Select>, Option<Quantifier>),
     /// A fragment of the operator's `raw_sql` allow-list, marked by `@raw`.
@@ -27,6 +34,10 @@ pub struct CondSpec {
     pub lhs: Expr,
     /// The value.
     pub operand: Operand,
+    /// `@string` names the key: a value that is not text is compared as its JSON text.
+    pub stringify: bool,
+    /// `@trim` names the key: a text value is compared without its surrounding spaces.
+    pub trim: bool,
 }
 
 impl CondSpec {
@@ -34,10 +45,48 @@ impl CondSpec {
     /// lets a structure-named hidden column be compared.
     pub fn is_exact(&self) -> bool {
         self.key.is_plain()
-            && matches!(self.operand, Operand::Literal(_))
+            && matches!(self.operand, Operand::Literal(_) | Operand::Slot(_))
             && matches!(&self.lhs, Expr::Column { name, .. } if name.as_str() == self.key.column)
     }
 }
 
-/// Looks up a reference path among earlier results.
-pub type Resolver<'r> = &'r mut dyn FnMut(&str) -> Option<Json>;
+/// A value a plan takes while it runs rather than from the request.
+#[derive(Debug, Clone, Copy)]
+pub enum ValueSource<'a> {
+    /// A reference path to an earlier result (`"id@": "/Moment/userId"`).
+    Path(&'a str),
+    /// A `k-()` function's call text: its result (none: no condition).
+    Function(&'a str),
+    /// Every parent item's value of link `n` (see [`Operand::Parent`]), as one JSON array.
+    Parent(usize),
+}
+
+/// Gives the values of [`ValueSource`]s while a plan runs.
+pub type Resolver<'r> = &'r mut dyn FnMut(ValueSource<'_>) -> Option<Json>;
+
+impl CondSpec {
+    /// A condition of `key` on `lhs` whose value is `operand`, as given.
+    pub(crate) fn new(key: ConditionKey, lhs: Expr, operand: Operand) -> CondSpec {
+        CondSpec {
+            key,
+            lhs,
+            operand,
+            stringify: false,
+            trim: false,
+        }
+    }
+
+    /// A request value in the form `@string` and `@trim` give it.
+    pub(crate) fn shaped(&self, value: &Json) -> Json {
+        let mut value = value.clone();
+        if self.stringify && !value.is_string() {
+            value = Json::String(value.to_string());
+        }
+        if self.trim {
+            if let Json::String(s) = &value {
+                value = Json::String(s.trim().to_string());
+            }
+        }
+        value
+    }
+}

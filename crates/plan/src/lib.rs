@@ -23,13 +23,14 @@ pub mod query;
 pub mod raw;
 pub mod schema;
 mod select_list;
+pub mod shape;
 mod table;
 pub mod verify;
 pub mod write;
 
-pub use access::{lookup, owner_column, visible_columns};
+pub use access::{lookup, owner_column, visible_columns, OwnerReach};
 pub use combine::Combine;
-pub use cond::{CondSpec, Operand, Resolver};
+pub use cond::{CondSpec, Operand, Resolver, ValueSource};
 pub use condition::check_pattern_budget;
 pub use object::plan_subquery;
 pub use table::TablePlan;

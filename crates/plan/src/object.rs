@@ -24,8 +24,9 @@ fn text_of(v: &Json) -> Option<String> {
 /// Where a table object sits in its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
-    /// An object of the request (or of an array item), whose answer the client sees.
-    Object,
+    /// An object of the request (or of an array item), whose answer the client sees; its
+    /// `k-()` functions become conditions when `functions` is set.
+    Object { functions: bool },
     /// A table of a subquery or `@from@`: its result only feeds another statement.
     Subquery,
 }
@@ -33,7 +34,13 @@ enum Place {
 impl TablePlan {
     /// Plans a table object for `ctx.method`.
     pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
-        TablePlan::new_at(obj, ctx, Place::Object)
+        TablePlan::new_at(obj, ctx, Place::Object { functions: false })
+    }
+
+    /// Plans a table object read on its own, whose `k-()` functions run before its statement
+    /// and give conditions (§11): `"id-()": "getCurrentUserId()"` is `id = <their result>`.
+    pub fn with_functions(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        TablePlan::new_at(obj, ctx, Place::Object { functions: true })
     }
 
     fn new_at(obj: &TableObject, ctx: &Ctx<'_>, place: Place) -> Result<TablePlan, PlanError> {
@@ -206,40 +213,48 @@ impl TablePlan {
                 TableEntry::Condition { key, value }
                     if raw.conditions.contains(&key.raw.as_str()) =>
                 {
-                    conds.push(CondSpec {
-                        lhs: lhs_of(key, &names)?,
-                        key: key.clone(),
-                        operand: Operand::Raw(crate::raw::raw_fragment(
-                            key,
-                            value,
-                            &ctx.options.raw_sql,
-                        )?),
-                    })
+                    conds.push(CondSpec::new(
+                        key.clone(),
+                        lhs_of(key, &names)?,
+                        Operand::Raw(crate::raw::raw_fragment(key, value, &ctx.options.raw_sql)?),
+                    ))
                 }
-                TableEntry::Condition { key, value } => {
-                    let mut value = value.clone();
-                    if stringify.iter().any(|k| k == &key.raw) && !value.is_string() {
-                        value = Json::String(value.to_string());
-                    }
-                    if trim.iter().any(|k| k == &key.raw) {
-                        if let Json::String(s) = &value {
-                            value = Json::String(s.trim().to_string());
-                        }
-                    }
+                TableEntry::Condition { key, .. } | TableEntry::Slot { key, .. } => {
+                    let operand = match entry {
+                        TableEntry::Slot { slot, .. } => Operand::Slot(*slot),
+                        TableEntry::Condition { value, .. } => Operand::Literal(value.clone()),
+                        _ => continue,
+                    };
                     conds.push(CondSpec {
-                        lhs: lhs_of(key, &names)?,
-                        key: key.clone(),
-                        operand: Operand::Literal(value),
+                        stringify: stringify.iter().any(|k| k == &key.raw),
+                        trim: trim.iter().any(|k| k == &key.raw),
+                        ..CondSpec::new(key.clone(), lhs_of(key, &names)?, operand)
                     });
                 }
-                TableEntry::RefCondition { key, path } => conds.push(CondSpec {
-                    lhs: lhs_of(key, &names)?,
-                    key: key.clone(),
-                    operand: match named(path) {
+                TableEntry::Function { key, call }
+                    if key.ends_with("-()") && place == (Place::Object { functions: true }) =>
+                {
+                    let name = key.trim_end_matches("-()");
+                    let key =
+                        ConditionKey::parse(name).map_err(|e| PlanError::Invalid(e.to_string()))?;
+                    conds.push(CondSpec {
+                        stringify: stringify.iter().any(|k| k == &key.raw),
+                        trim: trim.iter().any(|k| k == &key.raw),
+                        ..CondSpec::new(
+                            key.clone(),
+                            lhs_of(&key, &names)?,
+                            Operand::Function(call.clone()),
+                        )
+                    });
+                }
+                TableEntry::RefCondition { key, path } => conds.push(CondSpec::new(
+                    key.clone(),
+                    lhs_of(key, &names)?,
+                    match named(path) {
                         Some(sub) => Operand::Subquery(Box::new(sub), None),
                         None => Operand::Ref(path.clone()),
                     },
-                }),
+                )),
                 TableEntry::SubqueryCondition { key, subquery } => {
                     let sub = plan_subquery(subquery, &nested)?;
                     let range = match &subquery.range {
@@ -260,11 +275,11 @@ impl TablePlan {
                     } else {
                         lhs_of(key, &names)?
                     };
-                    conds.push(CondSpec {
+                    conds.push(CondSpec::new(
+                        key.clone(),
                         lhs,
-                        key: key.clone(),
-                        operand: Operand::Subquery(Box::new(sub), range),
-                    });
+                        Operand::Subquery(Box::new(sub), range),
+                    ));
                 }
                 TableEntry::Keyword { name, value } if name.ends_with("()") => {
                     if !ctx.method.is_query() || ctx.method.is_count() {
@@ -310,9 +325,10 @@ impl TablePlan {
             }
             None => None,
         };
-        access::check_owner_values(&table, role, ctx, &conds)?;
+        let owner_reach = access::owner_reach(&table, role, ctx);
         let role_filter = access::role_filter(&table, role, ctx, &alias)?;
-        let may_test_hidden = (!ctx.method.is_public() || ctx.trusted) && place == Place::Object;
+        let may_test_hidden =
+            (!ctx.method.is_public() || ctx.trusted) && matches!(place, Place::Object { .. });
         let hidden_keys = conds
             .iter()
             .filter(|c| may_test_hidden && c.is_exact() && c.key.column.starts_with('_'))
@@ -338,6 +354,7 @@ impl TablePlan {
             drop: kw("drop").and_then(Json::as_bool).unwrap_or(false),
             role,
             role_filter,
+            owner_reach,
             limits: ctx.options.expr,
             echoes,
             procedures,
@@ -434,8 +451,8 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             PlanError::Invalid("a subquery needs a table object named by from".into())
         })?;
     let plan = TablePlan::new_at(table, ctx, Place::Subquery)?;
-    let mut no_refs = |_: &str| None;
-    let mut select = plan.select(&mut no_refs)?.ok_or_else(|| {
+    let mut no_refs = |_: crate::cond::ValueSource<'_>| None;
+    let mut select = plan.select(&[], &mut no_refs)?.ok_or_else(|| {
         PlanError::Invalid("a subquery's conditions cannot use references".into())
     })?;
     let specs = match &sq.join {
@@ -476,7 +493,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             _ => vice.clone(),
         };
         let vice_plan = TablePlan::new_at(&vice, ctx, Place::Subquery)?;
-        let Some(vice_select) = vice_plan.select_without_refs()? else {
+        let Some(vice_select) = vice_plan.select_without_refs(&[])? else {
             // A vice that cannot match empties an inner join and leaves the others' rows.
             if spec.kind == '&' {
                 select.filter = Some(Pred::Or(Vec::new()));

@@ -3,7 +3,7 @@
 //! only once earlier objects have run, and passes the statement through the column gate.
 
 use crate::combine::Combine;
-use crate::cond::{CondSpec, Operand, Resolver};
+use crate::cond::{CondSpec, Operand, Resolver, ValueSource};
 use crate::condition::{self, Outcome};
 use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::preds::{cast_values, combine_pred, subquery_pred};
@@ -56,6 +56,8 @@ pub struct TablePlan {
     pub role: Role,
     /// Predicates the role adds (OWNER, CONTACT, CIRCLE).
     pub role_filter: Option<Pred>,
+    /// The owner ids the role lets conditions name, checked on the bound values.
+    pub owner_reach: Option<crate::access::OwnerReach>,
     /// Bounds on the expressions of conditions completed later (references).
     pub limits: ExprLimits,
     /// Objects under non-table keys, answered as sent (protocol §3.2).
@@ -107,22 +109,46 @@ impl TablePlan {
         gate::admit_object(&parts, conds)
     }
 
-    /// The concrete query once references are known; `None` when the object cannot match
-    /// (a null reference, `id` ≤ 0, an empty `id{}` list): no SQL runs and its key is omitted.
+    /// The concrete query with the request's `values` in their slots and the references'
+    /// values; `None` when the object cannot match (a null reference, `id` ≤ 0, an empty `id{}`
+    /// list): no SQL runs and its key is omitted.
     pub fn select(
         &self,
-        resolve: &mut dyn FnMut(&str) -> Option<Json>,
+        values: &[Json],
+        resolve: Resolver<'_>,
     ) -> Result<Option<Select>, PlanError> {
-        self.build(Some(resolve))
+        self.build(values, Some(resolve))
     }
 
     /// The query without its reference conditions: the vice side of a SQL join, whose
     /// references become the ON clause instead.
-    pub fn select_without_refs(&self) -> Result<Option<Select>, PlanError> {
-        self.build(None)
+    pub fn select_without_refs(&self, values: &[Json]) -> Result<Option<Select>, PlanError> {
+        self.build(values, None)
     }
 
-    fn build(&self, mut resolve: Option<Resolver<'_>>) -> Result<Option<Select>, PlanError> {
+    /// The value of a literal or slot condition, in the form its keywords give it.
+    fn bound(&self, c: &CondSpec, values: &[Json]) -> Result<Option<Json>, PlanError> {
+        Ok(match &c.operand {
+            Operand::Literal(v) => Some(c.shaped(v)),
+            Operand::Slot(i) => Some(c.shaped(values.get(*i).ok_or_else(|| {
+                PlanError::Invalid(format!("{}: the request has no value for it", c.key.raw))
+            })?)),
+            _ => None,
+        })
+    }
+
+    fn build(
+        &self,
+        values: &[Json],
+        mut resolve: Option<Resolver<'_>>,
+    ) -> Result<Option<Select>, PlanError> {
+        if let Some(reach) = &self.owner_reach {
+            for c in &self.conds {
+                if let Some(v) = self.bound(c, values)? {
+                    reach.check(c, &v)?;
+                }
+            }
+        }
         // Expressions in condition values (`"len{}":"length(len)>1"`) name the columns of
         // the `@from@` derived table, as the keys do, not those of the base table.
         let names = TableNames {
@@ -147,12 +173,30 @@ impl TablePlan {
                 Operand::Subquery(sub, range) => {
                     Resolved::Pred(subquery_pred(&c.key, &c.lhs, sub, *range)?)
                 }
-                Operand::Ref(path) => match resolve.as_mut().map(|r| r(path)) {
+                Operand::Ref(path) => match resolve.as_mut().map(|r| r(ValueSource::Path(path))) {
                     None => continue,
                     Some(Some(v)) if !v.is_null() => Resolved::Value(v),
                     Some(_) => return Ok(None),
                 },
-                Operand::Literal(v) => Resolved::Value(v.clone()),
+                Operand::Function(call) => {
+                    match resolve
+                        .as_mut()
+                        .and_then(|r| r(ValueSource::Function(call)))
+                    {
+                        Some(v) => Resolved::Value(v),
+                        None => continue,
+                    }
+                }
+                Operand::Parent(n) => {
+                    match resolve.as_mut().and_then(|r| r(ValueSource::Parent(*n))) {
+                        Some(v) => Resolved::Value(v),
+                        None => return Ok(None),
+                    }
+                }
+                Operand::Literal(_) | Operand::Slot(_) => match self.bound(c, values)? {
+                    Some(v) => Resolved::Value(v),
+                    None => continue,
+                },
                 Operand::Raw(sql) => Resolved::Pred(crate::raw::raw_pred(&c.key, &c.lhs, sql)?),
             };
             let pred = match value {

@@ -115,7 +115,7 @@ pub fn insert_row_on(
                 }) =>
             {
                 // A value from an object written earlier in the same request ("id@": "Privacy/id").
-                let value = resolve(path).filter(|v| !v.is_null()).ok_or_else(|| {
+                let value = resolve(crate::cond::ValueSource::Path(path)).filter(|v| !v.is_null()).ok_or_else(|| {
                     PlanError::Invalid(format!(
                         "POST {}: {} refers to {path}, which no earlier object of the request gives",
                         obj.key.table, key.raw
@@ -386,7 +386,7 @@ fn write_filter(
     table: &str,
 ) -> Result<crate::query::Pred, PlanError> {
     let select = plan
-        .select(resolve)?
+        .select(&[], resolve)?
         .ok_or_else(|| PlanError::NothingChanged(table.to_string()))?;
     match select.filter {
         Some(f) => Ok(f),

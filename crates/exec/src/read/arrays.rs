@@ -159,8 +159,11 @@ impl Reader<'_> {
         };
         let plan = TablePlan::new(main, &self.ctx())?;
         let select = {
-            let mut resolve = |p: &str| self.resolve(p, container);
-            plan.select(&mut resolve)?
+            let mut resolve = |v: apijet_plan::ValueSource<'_>| match v {
+                apijet_plan::ValueSource::Path(p) => self.resolve(p, container),
+                _ => None,
+            };
+            plan.select(self.env.values, &mut resolve)?
         };
         let empty = || {
             Prepared::Done(Box::new(ArrayOut {
@@ -212,7 +215,7 @@ impl Reader<'_> {
                     quiet.push(spec.table_key.clone());
                 }
                 let vice_plan = TablePlan::new(vice, &self.ctx())?;
-                let Some(vice_select) = vice_plan.select_without_refs()? else {
+                let Some(vice_select) = vice_plan.select_without_refs(self.env.values)? else {
                     return Ok(empty());
                 };
                 // A grouped join answers one row per group: which vice row MySQL pairs with it

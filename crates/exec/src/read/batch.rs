@@ -288,7 +288,7 @@ impl Reader<'_> {
         }
         let (obj, added) = in_object(t, &links, &values)?;
         let plan = TablePlan::new(&obj, &self.ctx())?;
-        let Some(select) = plan.select(&mut |_| None)? else {
+        let Some(select) = plan.select(self.env.values, &mut |_| None)? else {
             return Ok(Some(vec![None; mains.len()]));
         };
         let stmt = render(self.env.dialect, &select);
@@ -371,7 +371,7 @@ impl Reader<'_> {
         }
         let (obj, added) = in_object(t, &links, &values)?;
         let plan = TablePlan::new(&obj, &self.ctx())?;
-        let Some(select) = plan.select(&mut |_| None)? else {
+        let Some(select) = plan.select(self.env.values, &mut |_| None)? else {
             return Ok(Some(vec![None; mains.len()]));
         };
         let partition: Vec<String> = links.iter().map(|l| l.vice.clone()).collect();

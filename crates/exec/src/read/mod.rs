@@ -48,6 +48,8 @@ pub struct ReadEnv<'a> {
     pub method: Method,
     /// The visitor.
     pub visitor: Option<&'a Visitor>,
+    /// The request's condition values, in their slots (`apijet_plan::shape`).
+    pub values: &'a [Json],
 }
 
 struct Reader<'a> {
@@ -156,7 +158,6 @@ pub struct Outcome {
 pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
     let customs =
         apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let mut reader = Reader::new(req, env);
     let mut out = Map::new();
     reader
@@ -474,8 +475,11 @@ impl<'a> Reader<'a> {
         let t = prepared.as_ref().unwrap_or(t);
         let plan = TablePlan::new(t, &self.ctx())?;
         let select = {
-            let mut resolve = |p: &str| self.resolve(p, container);
-            plan.select(&mut resolve)?
+            let mut resolve = |v: apijet_plan::ValueSource<'_>| match v {
+                apijet_plan::ValueSource::Path(p) => self.resolve(p, container),
+                _ => None,
+            };
+            plan.select(self.env.values, &mut resolve)?
         };
         let Some(mut select) = select else {
             return Ok(None);

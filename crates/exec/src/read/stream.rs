@@ -93,7 +93,6 @@ pub async fn read_nested<S: ItemSink>(
     out: &mut S,
 ) -> Result<usize, ExecError> {
     apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
     let [member] = req.root.members.as_slice() else {
         return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
     };

@@ -73,7 +73,10 @@ pub(super) async fn post(
     let mut next_id = || env.ids.next();
     for t in objects {
         before(t, env)?;
-        let mut resolve = |path: &str| {
+        let mut resolve = |v: apijet_plan::ValueSource<'_>| {
+            let apijet_plan::ValueSource::Path(path) = v else {
+                return None;
+            };
             // Every object of a write sits at the root: `/Random/id` (the path from the root,
             // as the demo's `POST Random` structure writes it) and `Random/id` are the same.
             let mut segments = path.strip_prefix('/').unwrap_or(path).split('/');
