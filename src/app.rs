@@ -11,15 +11,13 @@ use apijet_core::Method;
 use apijet_core::Visitor;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
-use apijet_exec::read::{nested_list, read, read_nested, Nested, ReadEnv};
 use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
-use apijet_exec::{list_query, Backend, DbRole, DbUrl, ExecError};
+use apijet_exec::{Backend, DbRole, DbUrl};
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
-use apijet_response::nested::ItemStream;
-use apijet_response::stream::{Chunk, StreamSink};
-use apijet_response::{failure, now_ms, success, ApiError};
+use apijet_response::stream::Chunk;
+use apijet_response::{failure, success, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
 use serde_json::{Map, Value as Json};
@@ -47,18 +45,8 @@ pub enum Answer {
     },
 }
 
-/// What a streamed nested read takes into its task.
-struct NestedRead {
-    req: Request,
-    values: apijet_plan::shape::Slots,
-    method: Method,
-    visitor: Option<Visitor>,
-    snapshot: Arc<Snapshot>,
-    reader: Arc<Backend>,
-}
-
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
-const STREAM_CHANNEL: usize = 2;
+pub(crate) const STREAM_CHANNEL: usize = 2;
 
 /// What every request shares; built once at start-up.
 pub struct AppState {
@@ -85,7 +73,7 @@ pub struct AppState {
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
     /// What visitors who are not logged in may cost at once.
-    anonymous: Arc<crate::anonymous::AnonymousReads>,
+    pub(crate) anonymous: Arc<crate::anonymous::AnonymousReads>,
 }
 
 impl AppState {
@@ -202,31 +190,12 @@ impl AppState {
 
     /// Where a read runs: GET and HEAD go to the read replicas in turn, when there are any;
     /// everything else (private reads, the reads of `/crud`, logins) to the primary.
-    fn reader(&self, method: Method) -> &Arc<Backend> {
+    pub(crate) fn reader(&self, method: Method) -> &Arc<Backend> {
         if self.replicas.is_empty() || !matches!(method, Method::Get | Method::Head) {
             return &self.backend;
         }
         let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
         &self.replicas[i % self.replicas.len()]
-    }
-
-    pub(crate) fn read_env<'a>(
-        &'a self,
-        backend: &'a Backend,
-        method: Method,
-        visitor: Option<&'a Visitor>,
-        snapshot: &'a Snapshot,
-        values: &'a [Json],
-    ) -> ReadEnv<'a> {
-        ReadEnv {
-            backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-            values,
-        }
     }
 
     pub(crate) fn write_env<'a>(
@@ -351,132 +320,8 @@ impl AppState {
                 .map_err(ApiError::TooManyRequests)?,
             _ => None,
         };
-        let reader = self.reader(method);
-        if let Some(answer) = self
-            .point(&map, reader, method, visitor, &snapshot, facts)
-            .await?
-        {
-            return Ok(answer);
-        }
-        let mut req = Request::from_map(map)?;
-        let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
-        let env = self.read_env(reader, method, visitor, &snapshot, &values);
-        let planning = std::time::Instant::now();
-        if let Some(list) = list_query(&req, &env)? {
-            facts.plan = Some(planning.elapsed());
-            let Some(stmt) = list.statement else {
-                return Ok(Answer::Json(success(Map::new(), false)));
-            };
-            let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
-            let state = Arc::clone(self);
-            let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
-            let max_bytes = self.options.max_answer_bytes;
-            spawn_producer(tx.clone(), async move {
-                let _permit = permit;
-                let mut sink = StreamSink::new(
-                    tx.clone(),
-                    &list.list_key,
-                    list.wrap_key.as_deref(),
-                    list.json_outputs,
-                    max_bytes,
-                );
-                let mut result = match &replica {
-                    Some(r) => r.fetch(&stmt, &mut sink).await,
-                    None => state.backend.fetch(&stmt, &mut sink).await,
-                };
-                if replica.is_some() && matches!(result, Err(ExecError::Connect(_))) {
-                    // The replica was unreachable before a row was sent: the primary answers.
-                    result = state.backend.fetch(&stmt, &mut sink).await;
-                }
-                match result {
-                    Ok(_) => {
-                        state.metrics.streamed(sink.rows(), 0);
-                        let _ = sink.finish(now_ms()).await;
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Chunk::Fail(e.into())).await;
-                    }
-                }
-            });
-            return Ok(Answer::Stream(rx));
-        }
-        if let Some(list) = nested_list(&req, &env) {
-            facts.plan = Some(planning.elapsed());
-            let reader = Arc::clone(reader);
-            let read = NestedRead {
-                req,
-                values,
-                method,
-                visitor: visitor.cloned(),
-                snapshot,
-                reader,
-            };
-            return Ok(self.stream_nested(read, list, permit));
-        }
-        let outcome = match read(&req, &env).await {
-            Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
-                // Reads change nothing: a replica that could not answer is retried on the primary.
-                let env = self.read_env(&self.backend, method, visitor, &snapshot, &values);
-                read(&req, &env).await?
-            }
-            other => other?,
-        };
-        facts.exec = Some(planning.elapsed());
-        Ok(Answer::Counted(
-            success(outcome.results, req.format),
-            outcome.statements,
-        ))
-    }
-
-    /// Answers a nested list item by item (`apijet_exec::read::read_nested`): what is refused
-    /// before its first byte is an error envelope, a failure after it aborts the body.
-    fn stream_nested(
-        self: &Arc<Self>,
-        read: NestedRead,
-        list: Nested,
-        permit: Option<crate::anonymous::ReadPermit>,
-    ) -> Answer {
-        let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
-        let state = Arc::clone(self);
-        spawn_producer(tx.clone(), async move {
-            let _permit = permit;
-            let NestedRead {
-                req,
-                values,
-                method,
-                visitor,
-                snapshot,
-                reader,
-            } = read;
-            let mut sink = ItemStream::new(tx.clone(), &list.list_key);
-            let env = state.read_env(&reader, method, visitor.as_ref(), &snapshot, &values);
-            let mut result = read_nested(&req, &env, &mut sink).await;
-            if let Err(e) = &result {
-                if !Arc::ptr_eq(&reader, &state.backend) && unreachable(e) && !sink.started() {
-                    // Reads change nothing: a replica that could not answer is retried on the
-                    // primary.
-                    sink.restart();
-                    let env = state.read_env(
-                        &state.backend,
-                        method,
-                        visitor.as_ref(),
-                        &snapshot,
-                        &values,
-                    );
-                    result = read_nested(&req, &env, &mut sink).await;
-                }
-            }
-            match result {
-                Ok(statements) => {
-                    state.metrics.streamed(sink.items(), 0);
-                    let _ = sink.finish(now_ms(), statements).await;
-                }
-                Err(e) => {
-                    let _ = tx.send(Chunk::Fail(e.into())).await;
-                }
-            }
-        });
-        Answer::Stream(rx)
+        self.read(map, method, visitor, snapshot, permit, facts)
+            .await
     }
 
     async fn write(
@@ -582,7 +427,7 @@ pub struct Call<'a> {
 /// When the body is dropped (the client left), the producer is dropped with its statement
 /// future, which cancels the statement; a SQLite statement, which runs on the thread, sees the
 /// closed channel in its progress handler.
-fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
+pub(crate) fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
@@ -596,18 +441,6 @@ where
             }
         }
     }));
-}
-
-/// The database could not be reached, or the connection broke: another server may answer.
-pub(crate) fn unreachable(e: &ExecError) -> bool {
-    matches!(
-        e,
-        ExecError::Connect(_)
-            | ExecError::Db {
-                kind: apijet_exec::DbErrorKind::Connection,
-                ..
-            }
-    )
 }
 
 /// Connects to the read replicas. One that is down at start-up is an error, as the primary is:

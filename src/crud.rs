@@ -2,7 +2,6 @@
 
 use crate::app::{Answer, AppState, Snapshot};
 use apijet_core::{Method, Visitor};
-use apijet_exec::read::read;
 use apijet_exec::write::write_in;
 use apijet_plan::verify::verify;
 use apijet_plan::PlanError;
@@ -40,9 +39,7 @@ impl AppState {
                 } else {
                     self.verify(method, body, snapshot)?
                 };
-                let mut req = Request::from_map(map)?;
-                let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
-                reads.push((key, method, req, values));
+                reads.push((key, method, Request::from_map(map)?));
                 continue;
             }
             let verified = verify(method, body, &snapshot.rules)?;
@@ -77,10 +74,9 @@ impl AppState {
                 }
             }
         }
-        for (key, method, req, values) in reads {
+        for (key, method, req) in reads {
             // After the writes of the same call: the primary, which has them.
-            let env = self.read_env(&self.backend, method, visitor, snapshot, &values);
-            let mut results = read(&req, &env).await?.results;
+            let mut results = self.read_members(req, method, visitor, snapshot).await?;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));
             }

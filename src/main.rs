@@ -13,7 +13,7 @@ mod login_limit;
 mod metrics;
 mod observe;
 mod openapi;
-mod point;
+mod read;
 mod router;
 mod server;
 mod session;

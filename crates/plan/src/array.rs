@@ -294,10 +294,10 @@ pub fn carry_vice_columns(main: &mut Select, prefix: &str, vice: &Select) {
 pub fn admit_joined(
     select: &Select,
     main: &TablePlan,
-    vices: &[TablePlan],
+    vices: &[&TablePlan],
 ) -> Result<(), PlanError> {
     let known: Vec<_> = std::iter::once(main)
-        .chain(vices)
+        .chain(vices.iter().copied())
         .map(TablePlan::known)
         .collect();
     crate::gate::admit_select(select, &known)

@@ -21,6 +21,7 @@ mod preds;
 pub mod procedure;
 pub mod query;
 pub mod raw;
+pub mod read;
 pub mod schema;
 mod select_list;
 pub mod shape;
@@ -33,6 +34,7 @@ pub use combine::Combine;
 pub use cond::{CondSpec, Operand, Resolver, ValueSource};
 pub use condition::check_pattern_budget;
 pub use object::plan_subquery;
+pub use read::percent_decode;
 pub use table::TablePlan;
 
 use apijet_core::{Method, Role};
@@ -162,7 +164,7 @@ pub struct Ctx<'a> {
 }
 
 /// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {
     /// The role may not use this method on this table, or no such table is served: both get
     /// this same answer, so that it does not tell which tables exist.

@@ -508,6 +508,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
         vices.push(vice_plan);
     }
     if !vices.is_empty() {
+        let vices: Vec<&TablePlan> = vices.iter().collect();
         crate::array::admit_joined(&select, &plan, &vices)?;
     }
     if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {

@@ -2,6 +2,7 @@
 
 #![deny(missing_docs)]
 
+pub mod answer;
 mod cell_json;
 mod error;
 mod format;

@@ -344,7 +344,7 @@ fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, 
                 merge_vice_clauses(&mut select, &vice_plan);
                 vices.push(vice_plan);
             }
-            admit_joined(&select, &plan, &vices)?;
+            admit_joined(&select, &plan, &vices.iter().collect::<Vec<_>>())?;
             vices.insert(0, plan);
             Ok(Some((select, vices)))
         }

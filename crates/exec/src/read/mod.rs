@@ -1,31 +1,28 @@
-//! GET and HEAD: the request tree evaluated in request order, as the reference does.
+//! Runs a read plan ([`ReadPlan`]) on a backend into an [`AnswerSink`].
 //!
-//! Objects are answered in request order because later objects may refer to earlier results
-//! (`"id@": "Moment/userId"`). Each result is stored under its path (`[]/0/Moment`), and a
-//! reference is resolved against those paths, with array indices filled in for the item being
-//! built. The first-child rule (§6.4) stops a container whose first object or array is empty.
+//! One entry point, [`run`], for every mode the plan chose: a point lookup's statement feeds
+//! the sink's rows, a plain list streams its rows, a nested list hands its items over one by
+//! one, and a general read is evaluated in request order, as the reference does, because later
+//! objects may refer to earlier results (`"id@": "Moment/userId"`): each result is kept under
+//! its path (`[]/0/Moment`), a reference is resolved against those paths with the array
+//! indices of the item being built, and the first-child rule (§6.4) stops a container whose
+//! first object or array is empty. Reads change nothing, so a replica that cannot be reached
+//! is replaced by the primary, as long as nothing of the answer left.
 
 mod arrays;
 mod batch;
 mod explain;
-mod keys;
-mod references;
 mod stream;
 
-pub use keys::list_key;
-use keys::percent_decode;
-use references::References;
-pub use stream::{nested_list, read_nested, Nested};
+pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;
 use crate::functions;
-use crate::sink::CollectSink;
+use crate::sink::{AnswerSink, CollectSink, Form};
 use crate::ExecError;
-use apijet_core::Method;
 use apijet_plan::query::Select;
-use apijet_plan::schema::SchemaCache;
-use apijet_plan::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan, Visitor};
-use apijet_request::{Member, Node, Request, TableEntry, TableObject};
+use apijet_plan::read::{ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
+use apijet_plan::{percent_decode, PlanError, PlanOptions, ValueSource, Visitor};
 use apijet_sql::{render, Dialect, Statement};
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
@@ -34,46 +31,126 @@ use std::pin::Pin;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Everything a read needs.
+/// Everything a read needs beside its plan.
 pub struct ReadEnv<'a> {
-    /// The database.
+    /// The database the read runs on (a replica for GET and HEAD, when there are any).
     pub backend: &'a Backend,
-    /// Its dialect.
+    /// The primary, when `backend` is a replica: it answers when the replica cannot.
+    pub fallback: Option<&'a Backend>,
+    /// The dialect of both.
     pub dialect: &'a dyn Dialect,
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// Limits.
+    /// Limits (the answer's budget, `max_count` for chunks).
     pub options: &'a PlanOptions,
-    /// GET, HEAD, GETS or HEADS.
-    pub method: Method,
-    /// The visitor.
+    /// The visitor (remote functions read it).
     pub visitor: Option<&'a Visitor>,
     /// The request's condition values, in their slots (`apijet_plan::shape`).
     pub values: &'a [Json],
 }
 
-struct Reader<'a> {
-    env: &'a ReadEnv<'a>,
-    global_role: Option<&'a Json>,
-    global_explain: bool,
-    results: HashMap<String, Json>,
-    scopes: Vec<(String, usize)>,
-    subqueries: HashMap<String, Select>,
-    /// Statements run so far for this request (the benchmark's proof of one per level).
-    statements: std::sync::atomic::AtomicUsize,
-    /// Rows and approximate bytes this answer holds so far, against `max_rows` and
-    /// `max_answer_bytes`.
-    held_rows: std::sync::atomic::AtomicUsize,
-    held_bytes: std::sync::atomic::AtomicUsize,
-    /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
-    /// reference fills from the joined row without a statement of their own.
-    quiet_explain: Vec<String>,
-    /// What references read: array keys read whole or by index, and every key named on a
-    /// reference path; see [`References`].
-    refs: References,
-    /// For a streamed answer, the budget bytes past which its items may be sent before it is
-    /// complete (see `stream`); `None` holds everything until the end.
-    send_after: Option<usize>,
+/// What a read did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    /// How many statements it ran.
+    pub statements: usize,
+}
+
+/// Runs `plan` into `sink`: the one way a read runs.
+pub async fn run<'p, S: AnswerSink<'p>>(
+    plan: &'p ReadPlan,
+    env: &ReadEnv<'_>,
+    sink: &mut S,
+) -> Result<Outcome, ExecError> {
+    let result = run_on(plan, env, env.backend, sink).await;
+    match (result, env.fallback) {
+        (Err(e), Some(primary)) if e.is_unreachable() && !sink.started() => {
+            // Reads change nothing: a replica that could not answer is replaced by the primary.
+            sink.restart();
+            run_on(plan, env, primary, sink).await
+        }
+        (result, _) => result,
+    }
+}
+
+async fn run_on<'p, S: AnswerSink<'p>>(
+    plan: &'p ReadPlan,
+    env: &ReadEnv<'_>,
+    backend: &Backend,
+    sink: &mut S,
+) -> Result<Outcome, ExecError> {
+    match plan.mode {
+        Mode::Point => {
+            let Some((key, object)) = plan.point() else {
+                return Err(invalid_mode());
+            };
+            sink.open(Form::Object {
+                key,
+                json_outputs: &object.table.json_outputs,
+            });
+            let Some(mut select) = object.table.select(env.values, &mut |_| None)? else {
+                return Ok(Outcome { statements: 0 });
+            };
+            select.limit = Some(1);
+            fetch_into(backend, &render(env.dialect, &select), sink, env.options).await?;
+            Ok(Outcome { statements: 1 })
+        }
+        Mode::List => {
+            let Some((key, list)) = plan.list() else {
+                return Err(invalid_mode());
+            };
+            let wrap = (!list.unwrapped).then_some(list.main_key.as_str());
+            sink.open(Form::List {
+                key,
+                wrap,
+                json_outputs: &list.json_outputs,
+            });
+            let Some(mut select) = list.select(env.values, &mut |_| None)? else {
+                return Ok(Outcome { statements: 0 });
+            };
+            select.limit = Some(list.paging.count);
+            select.offset = list.paging.page * list.paging.count;
+            fetch_into(backend, &render(env.dialect, &select), sink, env.options).await?;
+            Ok(Outcome { statements: 1 })
+        }
+        Mode::Nested => {
+            let Some((key, list)) = plan.list() else {
+                return Err(invalid_mode());
+            };
+            sink.open(Form::Items { key });
+            let statements = stream::read_nested(plan, list, key, env, backend, sink).await?;
+            Ok(Outcome { statements })
+        }
+        Mode::General => {
+            sink.open(Form::Members {
+                format: plan.format,
+            });
+            let mut reader = Reader::new(plan, env, backend);
+            let mut out = Map::new();
+            reader.container(&plan.root, "", &mut out, true).await?;
+            // Custom root `@` keys come back after the objects, as the reference answers them.
+            out.extend(plan.customs.clone());
+            sink.members(out);
+            Ok(Outcome {
+                statements: reader.statements.into_inner(),
+            })
+        }
+    }
+}
+
+fn invalid_mode() -> ExecError {
+    ExecError::Invalid("the read's plan does not fit its mode".into())
+}
+
+/// Runs the one statement of a point or list read into the sink, within the answer's budget.
+async fn fetch_into<'p, S: AnswerSink<'p>>(
+    backend: &Backend,
+    stmt: &Statement,
+    sink: &mut S,
+    options: &PlanOptions,
+) -> Result<(), ExecError> {
+    match backend.fetch(stmt, sink).await {
+        Err(ExecError::ClientGone) if sink.over_budget() => Err(over_budget(options)),
+        other => other.map(|_| ()),
+    }
 }
 
 /// Runs one planned SELECT and collects its rows as JSON objects (internal lookups).
@@ -86,39 +163,6 @@ pub async fn fetch_rows(
     let mut sink = CollectSink::new(json_outputs);
     backend.fetch(&render(dialect, select), &mut sink).await?;
     Ok(sink.rows)
-}
-
-/// `k-()` functions run before the object's SQL; their results become conditions (§11).
-fn with_pre_functions(
-    t: &TableObject,
-    visitor: Option<&apijet_core::Visitor>,
-) -> Result<Option<TableObject>, ExecError> {
-    if !t
-        .entries
-        .iter()
-        .any(|e| matches!(e, TableEntry::Function { key, .. } if key.ends_with("-()")))
-    {
-        return Ok(None);
-    }
-    let mut entries = Vec::with_capacity(t.entries.len());
-    let empty = Map::new();
-    for e in &t.entries {
-        match e {
-            TableEntry::Function { key, call } if key.ends_with("-()") => {
-                let name = key.trim_end_matches("-()");
-                if let Some(value) = functions::call(call, &empty, visitor)? {
-                    let key = apijet_request::ConditionKey::parse(name)
-                        .map_err(|e| ExecError::Invalid(e.to_string()))?;
-                    entries.push(TableEntry::Condition { key, value });
-                }
-            }
-            other => entries.push(other.clone()),
-        }
-    }
-    Ok(Some(TableObject {
-        key: t.key.clone(),
-        entries,
-    }))
 }
 
 /// About how many bytes an object adds to a JSON answer, for budgets.
@@ -146,31 +190,6 @@ pub fn over_budget(opts: &PlanOptions) -> ExecError {
     )))
 }
 
-/// What a read produced.
-pub struct Outcome {
-    /// The answered members, in request order.
-    pub results: Map<String, Json>,
-    /// How many statements it ran.
-    pub statements: usize,
-}
-
-/// Runs a GET/HEAD request.
-pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
-    let customs =
-        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    let mut reader = Reader::new(req, env);
-    let mut out = Map::new();
-    reader
-        .container(&req.root.members, "", &mut out, 1, true)
-        .await?;
-    // Custom root `@` keys come back after the objects, as the reference answers them.
-    out.extend(customs);
-    Ok(Outcome {
-        results: out,
-        statements: reader.statements.into_inner(),
-    })
-}
-
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
@@ -182,29 +201,40 @@ fn join(path: &str, key: &str) -> String {
 /// Where a fetched row sits in the answer.
 pub(crate) struct Site<'p> {
     path: &'p str,
-    depth: usize,
     /// Whether this object answers its `@explain`.
     explain: bool,
 }
 
+/// The state of one read in request order.
+struct Reader<'a> {
+    plan: &'a ReadPlan,
+    env: &'a ReadEnv<'a>,
+    backend: &'a Backend,
+    results: HashMap<String, Json>,
+    scopes: Vec<(String, usize)>,
+    /// Statements run so far for this request (the benchmark's proof of one per level).
+    statements: std::sync::atomic::AtomicUsize,
+    /// Rows and approximate bytes this answer holds so far, against `max_rows` and
+    /// `max_answer_bytes`.
+    held_rows: std::sync::atomic::AtomicUsize,
+    held_bytes: std::sync::atomic::AtomicUsize,
+    /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
+    /// reference fills from the joined row without a statement of their own.
+    quiet_explain: Vec<String>,
+    /// For a streamed answer, the budget bytes past which its items may be sent before it is
+    /// complete (see `stream`); `None` holds everything until the end.
+    send_after: Option<usize>,
+}
+
 impl<'a> Reader<'a> {
-    fn new(req: &'a Request, env: &'a ReadEnv<'a>) -> Reader<'a> {
+    fn new(plan: &'a ReadPlan, env: &'a ReadEnv<'a>, backend: &'a Backend) -> Reader<'a> {
         Reader {
+            plan,
             env,
-            global_role: req.global("role"),
-            global_explain: req
-                .global("explain")
-                .and_then(Json::as_bool)
-                .unwrap_or(false),
+            backend,
             results: HashMap::new(),
             scopes: Vec::new(),
-            subqueries: HashMap::new(),
             quiet_explain: Vec::new(),
-            refs: {
-                let mut refs = References::default();
-                refs.collect(&req.root);
-                refs
-            },
             statements: Default::default(),
             held_rows: Default::default(),
             held_bytes: Default::default(),
@@ -217,19 +247,6 @@ impl<'a> Reader<'a> {
     fn may_send(&self) -> bool {
         self.send_after
             .is_some_and(|after| self.held_bytes.load(std::sync::atomic::Ordering::Relaxed) > after)
-    }
-
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            schema: self.env.schema,
-            options: self.env.options,
-            method: self.env.method,
-            visitor: self.env.visitor,
-            global_role: self.global_role,
-            global_explain: self.global_explain,
-            subqueries: Some(&self.subqueries),
-            trusted: false,
-        }
     }
 
     /// Resolves a reference path against results produced so far.
@@ -269,6 +286,18 @@ impl<'a> Reader<'a> {
         None
     }
 
+    /// The statement of `object` with this request's values, its references resolved from
+    /// the container at `container`, and its `k-()` functions run.
+    fn bind(&self, object: &ObjectPlan, container: &str) -> Result<Option<Select>, ExecError> {
+        let pre = functions::pre_functions(&object.table, self.env.visitor)?;
+        let mut resolve = |v: ValueSource<'_>| match v {
+            ValueSource::Path(p) => self.resolve(p, container),
+            ValueSource::Function(call) => pre.iter().find(|(c, _)| *c == call)?.1.clone(),
+            ValueSource::Parent(_) => None,
+        };
+        Ok(object.table.select(self.env.values, &mut resolve)?)
+    }
+
     async fn rows(
         &self,
         stmt: &Statement,
@@ -283,7 +312,7 @@ impl<'a> Reader<'a> {
                 .saturating_sub(self.held_bytes.load(Relaxed)),
         );
         self.statements.fetch_add(1, Relaxed);
-        match self.env.backend.fetch(stmt, &mut sink).await {
+        match self.backend.fetch(stmt, &mut sink).await {
             Err(ExecError::ClientGone) if sink.over_budget => return Err(self.over_budget()),
             other => other?,
         };
@@ -332,42 +361,35 @@ impl<'a> Reader<'a> {
             .unwrap_or(0))
     }
 
-    /// Evaluates container members; returns false when the first-child rule emptied it.
+    /// Evaluates a container's members; returns false when the first-child rule emptied it.
     fn container<'s>(
         &'s mut self,
-        members: &'s [Member],
+        c: &'a ContainerPlan,
         path: &'s str,
         out: &'s mut Map<String, Json>,
-        depth: usize,
         first_rule: bool,
-    ) -> BoxFuture<'s, Result<bool, ExecError>> {
+    ) -> BoxFuture<'s, Result<bool, ExecError>>
+    where
+        'a: 's,
+    {
         Box::pin(async move {
             let mut first = first_rule;
-            let (mut tables, mut arrays) = (0usize, 0usize);
             // Named subqueries are echoed as `"name": {}` after the other members, as the
             // reference answers them.
             let mut subquery_echoes = Vec::new();
-            for m in members {
-                match &m.node {
-                    Node::Table(t) => {
-                        tables += 1;
-                        if tables > self.env.options.max_objects {
-                            return Err(PlanError::Limit(format!(
-                                "{path}: the number of objects reaches {tables} at {}:{{}}, \
-                                 more than the limit of {} (setting max_objects)",
-                                m.key, self.env.options.max_objects
-                            ))
-                            .into());
-                        }
-                        let obj_path = join(path, &m.key);
-                        match self.table(t, &obj_path, path, depth).await? {
+            for m in &c.members {
+                match m {
+                    MemberPlan::Object { key, plan } => {
+                        let plan = plan.as_ref().map_err(Clone::clone)?;
+                        let obj_path = join(path, key);
+                        match self.object(plan, &obj_path, path).await? {
                             Some((obj, drop)) => {
                                 if drop && first {
                                     out.clear();
                                     return Ok(false);
                                 }
                                 if !drop {
-                                    out.insert(m.key.clone(), obj);
+                                    out.insert(key.clone(), obj);
                                 }
                             }
                             None if first => {
@@ -378,28 +400,19 @@ impl<'a> Reader<'a> {
                         }
                         first = false;
                     }
-                    Node::Array(a) => {
-                        arrays += 1;
-                        if arrays > self.env.options.max_arrays {
-                            return Err(PlanError::Limit(format!(
-                                "{path}: the number of arrays reaches {arrays} at {}, more than \
-                                 the limit of {} (a fixed limit, as in the reference)",
-                                m.key, self.env.options.max_arrays
-                            ))
-                            .into());
-                        }
-                        let res = self.array(a, &m.key, path, depth).await?;
+                    MemberPlan::Array { key, plan } => {
+                        let plan = plan.as_ref().map_err(Clone::clone)?;
+                        let res = self.array(plan, key, path).await?;
                         if let Some((total, info)) = res.totals {
-                            let base = list_key(&m.key);
-                            out.insert(format!("{base}Total"), total);
-                            out.insert(format!("{base}Info"), info);
+                            out.insert(plan.totals_keys.0.clone(), total);
+                            out.insert(plan.totals_keys.1.clone(), info);
                         }
                         match res.value {
                             Some(v) => {
-                                if self.refs.whole_arrays.contains(&m.key) {
-                                    self.results.insert(join(path, &m.key), v.clone());
+                                if self.plan.refs.whole_arrays.contains(key) {
+                                    self.results.insert(join(path, key), v.clone());
                                 }
-                                out.insert(m.key.clone(), v);
+                                out.insert(key.clone(), v);
                             }
                             None if first && res.empty => {
                                 out.clear();
@@ -409,50 +422,38 @@ impl<'a> Reader<'a> {
                         }
                         first = false;
                     }
-                    Node::Reference(p) => {
-                        let name = m.key.trim_end_matches('@');
+                    MemberPlan::Reference { name, path: p } => {
                         if let Some(v) = self.resolve(p, path) {
                             self.results.insert(join(path, name), v.clone());
-                            out.insert(name.to_string(), v);
+                            out.insert(name.clone(), v);
                         }
                     }
-                    Node::Subquery(sq) => {
-                        let name = m.key.trim_end_matches('@').to_string();
-                        let select = plan_subquery(sq, &self.ctx())?;
-                        self.subqueries.insert(name.clone(), select);
-                        subquery_echoes.push(name);
-                    }
-                    Node::Function(call) => {
-                        let name = m.key.trim_end_matches("()").trim_end_matches(['-', '+']);
-                        let value = if call.trim() == "getCurrentUser()" {
-                            self.current_user(path, depth).await?
-                        } else {
-                            functions::call(call, out, self.env.visitor)?
-                        };
-                        if let Some(v) = value {
+                    MemberPlan::Subquery { name } => subquery_echoes.push(name.clone()),
+                    MemberPlan::Function { name, call } => {
+                        if let Some(v) = functions::call(call, out, self.env.visitor)? {
                             // Referable like any result: `"User":{"id@":"curId"}`.
                             self.results.insert(join(path, name), v.clone());
-                            out.insert(name.to_string(), v);
+                            out.insert(name.clone(), v);
                         }
                     }
-                    Node::Value(v) if m.key.starts_with('@') => {
-                        // Root keywords with an object value (`"@gets":{…}`, the CRUD
-                        // declarations' object form) are checked like the others; any other
-                        // `@` key of a container is a custom value, echoed as the reference
-                        // does, unless it looks like a misspelt keyword.
-                        let global = [(m.key[1..].to_string(), v.clone())];
-                        let customs = apijet_plan::keywords::check_root_keywords(
-                            &global,
-                            self.env.method,
-                            self.env.options,
-                        )?;
-                        if depth > 1 || !v.is_object() || !customs.is_empty() {
-                            out.insert(m.key.clone(), v.clone());
+                    MemberPlan::CurrentUser { name, plan } => {
+                        let value = match plan {
+                            None => None,
+                            Some(plan) => {
+                                let plan = plan.as_ref().map_err(Clone::clone)?;
+                                let user_path = join(path, "__currentUser");
+                                self.object(plan, &user_path, path).await?.map(|(v, _)| v)
+                            }
+                        };
+                        if let Some(v) = value {
+                            self.results.insert(join(path, name), v.clone());
+                            out.insert(name.clone(), v);
                         }
                     }
-                    Node::Value(v) => {
-                        out.insert(m.key.clone(), v.clone());
+                    MemberPlan::Value { key, value } => {
+                        out.insert(key.clone(), value.clone());
                     }
+                    MemberPlan::Fail(e) => return Err(e.clone().into()),
                 }
             }
             for name in subquery_echoes {
@@ -463,84 +464,64 @@ impl<'a> Reader<'a> {
     }
 
     /// One table object; `None` when it has no row (or cannot match).
-    async fn table(
+    async fn object(
         &mut self,
-        t: &TableObject,
+        plan: &'a ObjectPlan,
         obj_path: &str,
         container: &str,
-        depth: usize,
     ) -> Result<Option<(Json, bool)>, ExecError> {
-        self.check_depth(obj_path, depth)?;
-        let prepared = with_pre_functions(t, self.env.visitor)?;
-        let t = prepared.as_ref().unwrap_or(t);
-        let plan = TablePlan::new(t, &self.ctx())?;
-        let select = {
-            let mut resolve = |v: apijet_plan::ValueSource<'_>| match v {
-                apijet_plan::ValueSource::Path(p) => self.resolve(p, container),
-                _ => None,
-            };
-            plan.select(self.env.values, &mut resolve)?
-        };
-        let Some(mut select) = select else {
+        let table = &plan.table;
+        let Some(mut select) = self.bind(plan, container)? else {
             return Ok(None);
         };
-        if self.env.method.is_count() {
-            let count_select = plan.count_select(select);
+        if self.plan.method.is_count() {
+            let count_select = table.count_select(select);
             let stmt = render(self.env.dialect, &count_select);
             let n = self.count(&count_select).await?;
             let mut obj = Map::new();
-            if plan.explain {
+            if table.explain {
                 obj.insert("@explain".into(), self.explain(&stmt).await?);
             }
             obj.insert("ok".into(), Json::Bool(true));
             obj.insert("code".into(), json!(200));
             obj.insert("msg".into(), json!("success"));
             obj.insert("count".into(), json!(n));
-            return Ok(Some((Json::Object(obj), plan.drop)));
+            return Ok(Some((Json::Object(obj), table.drop)));
         }
         select.limit = Some(1);
         let stmt = render(self.env.dialect, &select);
-        let explain = plan.explain && !self.quiet_explain.contains(&t.key.text());
-        let rows = self.rows(&stmt, &plan.json_outputs).await?;
+        let explain = table.explain && !self.quiet_explain.contains(&plan.table_key);
+        let rows = self.rows(&stmt, &table.json_outputs).await?;
         let Some(obj) = rows.into_iter().next() else {
             // With @explain the object answers its statement even when no row matched.
             if !explain {
                 return Ok(None);
             }
             let explained = self.explain(&stmt).await?;
-            return Ok(Some((json!({ "@explain": explained }), plan.drop)));
+            return Ok(Some((json!({ "@explain": explained }), table.drop)));
         };
-        let obj = self
-            .finish_object(
-                t,
-                &plan,
-                obj,
-                &stmt,
-                Site {
-                    path: obj_path,
-                    depth,
-                    explain,
-                },
-            )
-            .await?;
-        Ok(Some((Json::Object(obj), plan.drop)))
+        let site = Site {
+            path: obj_path,
+            explain,
+        };
+        let obj = self.finish_object(plan, obj, &stmt, site).await?;
+        Ok(Some((Json::Object(obj), table.drop)))
     }
 
     /// Adds echoes, `@explain`, functions and children to a fetched row.
     async fn finish_object(
         &mut self,
-        t: &TableObject,
-        plan: &TablePlan,
+        plan: &'a ObjectPlan,
         mut obj: Map<String, Json>,
         stmt: &Statement,
         site: Site<'_>,
     ) -> Result<Map<String, Json>, ExecError> {
         let Site {
             path: obj_path,
-            depth,
             explain,
         } = site;
-        for (k, v) in &plan.echoes {
+        let table = &plan.table;
+        for (k, v) in &table.echoes {
             obj.insert(k.clone(), v.clone());
         }
         if explain {
@@ -549,21 +530,15 @@ impl<'a> Reader<'a> {
             first.extend(obj);
             obj = first;
         }
-        for e in &t.entries {
-            if let TableEntry::Function { key, call } = e {
-                if key.ends_with("-()") {
-                    continue;
-                }
-                let name = key.trim_end_matches("()").trim_end_matches('+');
-                if let Some(v) = functions::call(call, &obj, self.env.visitor)? {
-                    obj.insert(name.to_string(), v);
-                }
+        for (name, call) in &plan.functions {
+            if let Some(v) = functions::call(call, &obj, self.env.visitor)? {
+                obj.insert(name.clone(), v);
             }
         }
-        for call in &plan.procedures {
+        for call in &table.procedures {
             let opts = self.env.options;
             let answer = crate::procedure::run(
-                self.env.backend,
+                self.backend,
                 self.env.dialect,
                 call,
                 &obj,
@@ -577,21 +552,13 @@ impl<'a> Reader<'a> {
                 obj.insert(call.answer_key.clone(), v);
             }
         }
-        let keep = self.refs.object(obj_path);
+        let keep = self.plan.refs.object(obj_path);
         if keep {
             self.results
                 .insert(obj_path.to_string(), Json::Object(obj.clone()));
         }
-        let children: Vec<Member> = t
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                TableEntry::Child(m) => Some((**m).clone()),
-                _ => None,
-            })
-            .collect();
-        if !children.is_empty() {
-            self.container(&children, obj_path, &mut obj, depth + 1, false)
+        if !plan.children.members.is_empty() {
+            self.container(&plan.children, obj_path, &mut obj, false)
                 .await?;
             if keep {
                 self.results
@@ -599,17 +566,5 @@ impl<'a> Reader<'a> {
             }
         }
         Ok(obj)
-    }
-
-    fn check_depth(&self, path: &str, depth: usize) -> Result<(), ExecError> {
-        let max = self.env.options.max_depth;
-        if depth > max {
-            return Err(PlanError::Limit(format!(
-                "{path}:{{}} is nested {depth} levels deep, more than the limit of 1-{max} \
-                 (setting max_depth)"
-            ))
-            .into());
-        }
-        Ok(())
     }
 }
