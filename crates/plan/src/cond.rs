@@ -76,6 +76,30 @@ impl CondSpec {
         }
     }
 
+    /// The comparison a request value of this condition is bound into, when it is only bound
+    /// (`column = value`, `column > value`), with what the value must be for that to hold;
+    /// `None` when the value decides more (lists, patterns, ranges, `@string`, `@trim`).
+    /// [`crate::condition`] builds these very predicates from a value that passes the check.
+    pub(crate) fn slot_check(&self) -> Option<(crate::query::CmpOp, crate::template::SlotCheck)> {
+        use crate::query::CmpOp;
+        use crate::template::SlotCheck;
+        use apijet_request::{Logic, Op};
+        if self.stringify || self.trim {
+            return None;
+        }
+        let op = match (self.key.op, self.key.logic) {
+            (Op::Eq, Logic::Default) => CmpOp::Eq,
+            (Op::Eq, Logic::Not) => CmpOp::Ne,
+            (Op::Gt, Logic::Default) => CmpOp::Gt,
+            (Op::Ge, Logic::Default) => CmpOp::Ge,
+            (Op::Lt, Logic::Default) => CmpOp::Lt,
+            (Op::Le, Logic::Default) => CmpOp::Le,
+            _ => return None,
+        };
+        let id = self.key.column == "id" && op == CmpOp::Eq;
+        Some((op, if id { SlotCheck::Id } else { SlotCheck::Scalar }))
+    }
+
     /// A request value in the form `@string` and `@trim` give it.
     pub(crate) fn shaped(&self, value: &Json) -> Json {
         let mut value = value.clone();

@@ -26,6 +26,7 @@ pub mod schema;
 mod select_list;
 pub mod shape;
 mod table;
+pub mod template;
 pub mod verify;
 pub mod write;
 

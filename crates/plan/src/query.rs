@@ -47,6 +47,9 @@ pub enum Expr {
     Alias(Ident),
     /// A bound value.
     Value(Value),
+    /// The request's value in this slot, bound when the statement runs (see
+    /// [`crate::template`]).
+    Slot(usize),
     /// `*` (only inside `count(*)`).
     Star,
     /// `name(args)` for an allow-listed function.

@@ -10,6 +10,7 @@ use crate::preds::{cast_values, combine_pred, subquery_pred};
 use crate::query::{CastType, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
 use crate::select_list::TableNames;
+use crate::template::{SlotCheck, Template};
 use crate::{ExprLimits, PlanError};
 use apijet_core::Role;
 use apijet_request::{Logic, Op};
@@ -117,13 +118,25 @@ impl TablePlan {
         values: &[Json],
         resolve: Resolver<'_>,
     ) -> Result<Option<Select>, PlanError> {
-        self.build(values, Some(resolve))
+        self.build(&mut Binding::Values(values, Some(resolve)))
     }
 
     /// The query without its reference conditions: the vice side of a SQL join, whose
     /// references become the ON clause instead.
     pub fn select_without_refs(&self, values: &[Json]) -> Result<Option<Select>, PlanError> {
-        self.build(values, None)
+        self.build(&mut Binding::Values(values, None))
+    }
+
+    /// The query as every request of the shape makes it, when each of its request values is
+    /// only bound (see [`Template`]): its slots in place, passed through the column gate.
+    pub fn template(&self) -> Option<Template> {
+        let mut checks = Vec::new();
+        let select = self.build(&mut Binding::Slots(&mut checks)).ok()??;
+        Some(Template {
+            select,
+            checks,
+            text: Default::default(),
+        })
     }
 
     /// The value of a literal or slot condition, in the form its keywords give it.
@@ -137,12 +150,12 @@ impl TablePlan {
         })
     }
 
-    fn build(
-        &self,
-        values: &[Json],
-        mut resolve: Option<Resolver<'_>>,
-    ) -> Result<Option<Select>, PlanError> {
+    fn build(&self, binding: &mut Binding<'_, '_>) -> Result<Option<Select>, PlanError> {
         if let Some(reach) = &self.owner_reach {
+            let Binding::Values(values, _) = binding else {
+                // The owner ids a request may name are checked on its values.
+                return Ok(None);
+            };
             for c in &self.conds {
                 if let Some(v) = self.bound(c, values)? {
                     reach.check(c, &v)?;
@@ -169,6 +182,22 @@ impl TablePlan {
         let mut plain = Vec::new();
         let mut by_key: HashMap<&str, Pred> = HashMap::new();
         for c in &self.conds {
+            let (values, resolve) = match binding {
+                Binding::Values(values, resolve) => (*values, resolve),
+                Binding::Slots(checks) => match (&c.operand, c.slot_check()) {
+                    (Operand::Slot(slot), Some((op, check))) => {
+                        checks.push((*slot, check));
+                        let pred = Pred::Cmp(c.lhs.clone(), op, Expr::Slot(*slot));
+                        self.place(c, pred, &mut forced, &mut plain, &mut by_key);
+                        continue;
+                    }
+                    (Operand::Literal(_) | Operand::Subquery(..) | Operand::Raw(_), _) => {
+                        (&[][..], &mut None)
+                    }
+                    // A value that is not only bound, or one known only while the plan runs.
+                    _ => return Ok(None),
+                },
+            };
             let value = match &c.operand {
                 Operand::Subquery(sub, range) => {
                     Resolved::Pred(subquery_pred(&c.key, &c.lhs, sub, *range)?)
@@ -219,21 +248,7 @@ impl TablePlan {
                     }
                 }
             };
-            let pred = match self.casts.get(&c.key.raw) {
-                Some(t) => cast_values(pred, *t),
-                None => pred,
-            };
-            if FORCED_KEYS.contains(&c.key.raw.as_str()) {
-                forced.push(pred);
-            } else if self
-                .combine
-                .as_ref()
-                .is_some_and(|cb| cb.keys().contains(&c.key.raw.as_str()))
-            {
-                by_key.insert(&c.key.raw, pred);
-            } else {
-                plain.push(pred);
-            }
+            self.place(c, pred, &mut forced, &mut plain, &mut by_key);
         }
         let mut all = forced;
         all.extend(self.role_filter.clone());
@@ -260,6 +275,33 @@ impl TablePlan {
         };
         gate::admit_select(&select, &[self.known()])?;
         Ok(Some(select))
+    }
+
+    /// Puts a condition's predicate (cast by `@cast`) where it belongs in WHERE: with the
+    /// keys always AND-ed, under `@combine`, or with the others.
+    fn place<'c>(
+        &self,
+        c: &'c CondSpec,
+        pred: Pred,
+        forced: &mut Vec<Pred>,
+        plain: &mut Vec<Pred>,
+        by_key: &mut HashMap<&'c str, Pred>,
+    ) {
+        let pred = match self.casts.get(&c.key.raw) {
+            Some(t) => cast_values(pred, *t),
+            None => pred,
+        };
+        if FORCED_KEYS.contains(&c.key.raw.as_str()) {
+            forced.push(pred);
+        } else if self
+            .combine
+            .as_ref()
+            .is_some_and(|cb| cb.keys().contains(&c.key.raw.as_str()))
+        {
+            by_key.insert(&c.key.raw, pred);
+        } else {
+            plain.push(pred);
+        }
     }
 
     /// The table itself as a statement's source: its name, or the catalogue view it reads.
@@ -327,4 +369,13 @@ impl TablePlan {
 enum Resolved {
     Pred(Pred),
     Value(Json),
+}
+
+/// How [`TablePlan::build`] takes the values of conditions.
+enum Binding<'v, 'r> {
+    /// The request's values, and the references' (none: without references).
+    Values(&'v [Json], Option<Resolver<'r>>),
+    /// The request's values as slots, for a [`Template`]: the slots each bound value takes,
+    /// with what its value must be.
+    Slots(&'v mut Vec<(usize, SlotCheck)>),
 }

@@ -10,6 +10,7 @@ use apijet_plan::query::{
     Select, Source, Update,
 };
 use apijet_plan::schema::ColumnKind;
+use apijet_plan::template::{Bind, StatementText};
 
 /// Renders an INSERT of every row in one statement.
 pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
@@ -40,7 +41,7 @@ pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
     }
     Statement {
         sql,
-        binds: w.binds,
+        binds: w.values(),
     }
 }
 
@@ -92,7 +93,7 @@ pub fn render_update(dialect: &dyn Dialect, update: &Update) -> Statement {
     limit_write(dialect, update.limit, &mut sql);
     Statement {
         sql,
-        binds: w.binds,
+        binds: w.values(),
     }
 }
 
@@ -109,7 +110,7 @@ pub fn render_delete(dialect: &dyn Dialect, delete: &Delete) -> Statement {
     limit_write(dialect, delete.limit, &mut sql);
     Statement {
         sql,
-        binds: w.binds,
+        binds: w.values(),
     }
 }
 
@@ -130,6 +131,21 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
     w.select(select, &mut sql);
     Statement {
         sql,
+        binds: w.values(),
+    }
+}
+
+/// Renders a SELECT whose values are partly the request's slots ([`Expr::Slot`]): its text,
+/// written once for every request of its shape, and where each bind comes from.
+pub fn render_template(dialect: &dyn Dialect, select: &Select) -> StatementText {
+    let mut w = Writer {
+        d: dialect,
+        binds: Vec::new(),
+    };
+    let mut sql = String::with_capacity(256);
+    w.select(select, &mut sql);
+    StatementText {
+        sql,
         binds: w.binds,
     }
 }
@@ -138,13 +154,29 @@ mod exprs;
 
 struct Writer<'a> {
     d: &'a dyn Dialect,
-    binds: Vec<Value>,
+    binds: Vec<Bind>,
 }
 
 impl Writer<'_> {
     fn bind(&mut self, v: &Value, out: &mut String) {
-        self.binds.push(v.clone());
+        self.binds.push(Bind::Value(v.clone()));
         self.d.placeholder(self.binds.len(), out);
+    }
+
+    fn bind_slot(&mut self, slot: usize, out: &mut String) {
+        self.binds.push(Bind::Slot(slot));
+        self.d.placeholder(self.binds.len(), out);
+    }
+
+    /// The binds as values: a statement rendered for one request has no slots.
+    fn values(self) -> Vec<Value> {
+        self.binds
+            .into_iter()
+            .map(|b| match b {
+                Bind::Value(v) => v,
+                Bind::Slot(_) => Value::Null,
+            })
+            .collect()
     }
 
     fn select(&mut self, s: &Select, out: &mut String) {
@@ -171,7 +203,7 @@ impl Writer<'_> {
                 && self.d.groups_strictly()
                 && !matches!(
                     e,
-                    Expr::Value(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
+                    Expr::Value(_) | Expr::Slot(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
                 )
                 && !contains_aggregate(e)
                 && !contains_window(e)
@@ -342,6 +374,7 @@ impl Writer<'_> {
             }
             Expr::Alias(a) => self.d.quote(a.as_str(), out),
             Expr::Value(v) => self.bind(v, out),
+            Expr::Slot(slot) => self.bind_slot(*slot, out),
             Expr::Star => out.push('*'),
             Expr::Raw(sql) => out.push_str(sql),
             Expr::Func {

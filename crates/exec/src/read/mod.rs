@@ -22,8 +22,9 @@ use crate::sink::{AnswerSink, CollectSink, Form};
 use crate::ExecError;
 use apijet_plan::query::Select;
 use apijet_plan::read::{ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
+use apijet_plan::template::Template;
 use apijet_plan::{percent_decode, PlanError, PlanOptions, ValueSource, Visitor};
-use apijet_sql::{render, Dialect, Statement};
+use apijet_sql::{render, render_template, Dialect, Statement};
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::future::Future;
@@ -86,11 +87,17 @@ async fn run_on<'p, S: AnswerSink<'p>>(
                 key,
                 json_outputs: &object.table.json_outputs,
             });
-            let Some(mut select) = object.table.select(env.values, &mut |_| None)? else {
-                return Ok(Outcome { statements: 0 });
+            let stmt = match written(object.template.as_ref(), env) {
+                Some(stmt) => stmt,
+                None => {
+                    let Some(mut select) = object.table.select(env.values, &mut |_| None)? else {
+                        return Ok(Outcome { statements: 0 });
+                    };
+                    select.limit = Some(1);
+                    render(env.dialect, &select)
+                }
             };
-            select.limit = Some(1);
-            fetch_into(backend, &render(env.dialect, &select), sink, env.options).await?;
+            fetch_into(backend, &stmt, sink, env.options).await?;
             Ok(Outcome { statements: 1 })
         }
         Mode::List => {
@@ -103,12 +110,18 @@ async fn run_on<'p, S: AnswerSink<'p>>(
                 wrap,
                 json_outputs: &list.json_outputs,
             });
-            let Some(mut select) = list.select(env.values, &mut |_| None)? else {
-                return Ok(Outcome { statements: 0 });
+            let stmt = match written(list.template.as_ref(), env) {
+                Some(stmt) => stmt,
+                None => {
+                    let Some(mut select) = list.select(env.values, &mut |_| None)? else {
+                        return Ok(Outcome { statements: 0 });
+                    };
+                    select.limit = Some(list.paging.count);
+                    select.offset = list.paging.page * list.paging.count;
+                    render(env.dialect, &select)
+                }
             };
-            select.limit = Some(list.paging.count);
-            select.offset = list.paging.page * list.paging.count;
-            fetch_into(backend, &render(env.dialect, &select), sink, env.options).await?;
+            fetch_into(backend, &stmt, sink, env.options).await?;
             Ok(Outcome { statements: 1 })
         }
         Mode::Nested => {
@@ -134,6 +147,19 @@ async fn run_on<'p, S: AnswerSink<'p>>(
             })
         }
     }
+}
+
+/// The statement of `template` with the request's values, when it takes them: its text is
+/// written the first time and kept with the plan.
+fn written(template: Option<&Template>, env: &ReadEnv<'_>) -> Option<Statement> {
+    let template = template.filter(|t| t.accepts(env.values))?;
+    let text = template
+        .text
+        .get_or_init(|| render_template(env.dialect, &template.select));
+    Some(Statement {
+        sql: text.sql.clone(),
+        binds: Template::binds(text, env.values),
+    })
 }
 
 fn invalid_mode() -> ExecError {
@@ -471,6 +497,9 @@ impl<'a> Reader<'a> {
         container: &str,
     ) -> Result<Option<(Json, bool)>, ExecError> {
         let table = &plan.table;
+        if let Some(stmt) = written(plan.template.as_ref(), self.env) {
+            return self.row_object(plan, &stmt, obj_path).await;
+        }
         let Some(mut select) = self.bind(plan, container)? else {
             return Ok(None);
         };
@@ -490,21 +519,32 @@ impl<'a> Reader<'a> {
         }
         select.limit = Some(1);
         let stmt = render(self.env.dialect, &select);
+        self.row_object(plan, &stmt, obj_path).await
+    }
+
+    /// The object answered from the row of its statement `stmt`.
+    async fn row_object(
+        &mut self,
+        plan: &'a ObjectPlan,
+        stmt: &Statement,
+        obj_path: &str,
+    ) -> Result<Option<(Json, bool)>, ExecError> {
+        let table = &plan.table;
         let explain = table.explain && !self.quiet_explain.contains(&plan.table_key);
-        let rows = self.rows(&stmt, &table.json_outputs).await?;
+        let rows = self.rows(stmt, &table.json_outputs).await?;
         let Some(obj) = rows.into_iter().next() else {
             // With @explain the object answers its statement even when no row matched.
             if !explain {
                 return Ok(None);
             }
-            let explained = self.explain(&stmt).await?;
+            let explained = self.explain(stmt).await?;
             return Ok(Some((json!({ "@explain": explained }), table.drop)));
         };
         let site = Site {
             path: obj_path,
             explain,
         };
-        let obj = self.finish_object(plan, obj, &stmt, site).await?;
+        let obj = self.finish_object(plan, obj, stmt, site).await?;
         Ok(Some((Json::Object(obj), table.drop)))
     }
 

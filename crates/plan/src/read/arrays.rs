@@ -6,6 +6,7 @@ use super::container::{join, Builder, ContainerPlan, ObjectPlan};
 use crate::array::{self, JoinSpec, Paging};
 use crate::cond::Resolver;
 use crate::query::Select;
+use crate::template::Template;
 use crate::{PlanError, TablePlan};
 use apijet_core::Method;
 use apijet_request::{ArrayObject, Member, Node, TableEntry, TableObject};
@@ -67,6 +68,9 @@ pub struct ArrayPlan {
     pub key_column: Option<String>,
     /// `Moment[]` → `momentListTotal` / `momentListInfo` (§7).
     pub totals_keys: (String, String),
+    /// The page's statement written once for the shape, when it joins nothing and the
+    /// request's values are only bound into it.
+    pub template: Option<Template>,
 }
 
 impl ArrayPlan {
@@ -302,6 +306,14 @@ impl Builder<'_> {
             (items, batches)
         };
         let base = super::list_key(key);
+        let template = match joins.is_empty() {
+            true => main_obj.table.template().map(|mut t| {
+                t.select.limit = Some(paging.count);
+                t.select.offset = paging.page * paging.count;
+                t
+            }),
+            false => None,
+        };
         Ok(ArrayPlan {
             unwrapped,
             extract: a.key.extract.clone(),
@@ -318,6 +330,7 @@ impl Builder<'_> {
             rows_per_item,
             key_column,
             totals_keys: (format!("{base}Total"), format!("{base}Info")),
+            template,
         })
     }
 }

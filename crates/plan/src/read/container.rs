@@ -3,6 +3,7 @@
 
 use super::{ArrayPlan, ReadInputs};
 use crate::query::Select;
+use crate::template::Template;
 use crate::{plan_subquery, Ctx, PlanError, TablePlan};
 use apijet_request::{ConditionKey, Member, Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
@@ -83,6 +84,9 @@ pub struct ObjectPlan {
     pub functions: Vec<(String, String)>,
     /// The objects and arrays nested in it, read once its row is there.
     pub children: ContainerPlan,
+    /// Its statement (one row) written once for the shape, when the request's values are
+    /// only bound into it.
+    pub template: Option<Template>,
 }
 
 impl ObjectPlan {
@@ -333,11 +337,20 @@ impl<'a> Builder<'a> {
                 .collect();
             self.container(&members, path, depth + 1)
         };
+        // A count's statement is made from the object's (see `TablePlan::count_select`).
+        let template = match self.inputs.method.is_count() {
+            true => None,
+            false => table.template().map(|mut t| {
+                t.select.limit = Some(1);
+                t
+            }),
+        };
         ObjectPlan {
             table_key: t.key.text(),
             table,
             functions,
             children,
+            template,
         }
     }
 
