@@ -215,8 +215,11 @@ impl AppState {
     ) -> Result<Map<String, Json>, AccountError> {
         let req = Request::from_map(body).map_err(ApiError::from)?;
         let snapshot = self.snapshot();
-        let env = self.write_env(method, None, &snapshot, true);
-        Ok(write(&req, &[], &env).await.map_err(ApiError::from)?)
+        let plan = self
+            .plan_write(&req, &[], method, None, &snapshot, true)
+            .map_err(ApiError::from)?;
+        let env = self.write_env(None, &snapshot);
+        Ok(write(&plan, &env).await.map_err(ApiError::from)?)
     }
 }
 

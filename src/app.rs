@@ -14,6 +14,7 @@ use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::write::{single_insert, single_insert_answer, write, WriteEnv};
 use apijet_exec::{Backend, DbRole, DbUrl};
 use apijet_plan::verify::{verify, verify_whitelisted, ExistenceCheck};
+use apijet_plan::write_plan::{WriteInputs, WritePlan};
 use apijet_plan::{ExprLimits, PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::stream::Chunk;
@@ -200,22 +201,38 @@ impl AppState {
 
     pub(crate) fn write_env<'a>(
         &'a self,
-        method: Method,
         visitor: Option<&'a Visitor>,
         snapshot: &'a Snapshot,
-        trusted: bool,
     ) -> WriteEnv<'a> {
         WriteEnv {
             backend: &self.backend,
             dialect: self.dialect.as_ref(),
             schema: &snapshot.schema,
-            options: &self.options,
-            method,
             visitor,
             ids: &self.ids,
             max_insert_rows: self.max_batch,
-            trusted,
+            envelope: &apijet_response::Envelopes,
         }
+    }
+
+    /// Plans a verified write; `trusted` for the server's own (`/register`, accounts).
+    pub(crate) fn plan_write(
+        &self,
+        req: &Request,
+        checks: &[ExistenceCheck],
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+        trusted: bool,
+    ) -> Result<WritePlan, PlanError> {
+        let inputs = WriteInputs {
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+            trusted,
+        };
+        WritePlan::build(req, checks, &inputs)
     }
 
     /// The current snapshot; cheap, and stable for as long as the caller holds it.
@@ -295,19 +312,13 @@ impl AppState {
             Method::Post | Method::Put | Method::Delete => {
                 let verified = verify(method, map, &snapshot.rules)?;
                 let req = Request::from_map(verified.request)?;
-                let queued = match method {
-                    Method::Post => {
-                        self.queued(&req, &verified.checks, visitor, &snapshot)
-                            .await?
-                    }
-                    _ => None,
-                };
-                if let Some(answer) = queued {
+                let plan =
+                    self.plan_write(&req, &verified.checks, method, visitor, &snapshot, false)?;
+                if let Some(answer) = self.queued(&plan, visitor, &snapshot).await? {
                     return Ok(Answer::Json(success(answer, req.format)));
                 }
-                let results = self
-                    .write(&req, &verified.checks, method, visitor, &snapshot)
-                    .await?;
+                let env = self.write_env(visitor, &snapshot);
+                let results = write(&plan, &env).await?;
                 return Ok(Answer::Json(success(results, req.format)));
             }
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
@@ -324,36 +335,23 @@ impl AppState {
             .await
     }
 
-    async fn write(
-        &self,
-        req: &Request,
-        checks: &[ExistenceCheck],
-        method: Method,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-    ) -> Result<Map<String, Json>, ApiError> {
-        let env = self.write_env(method, visitor, snapshot, false);
-        Ok(write(req, checks, &env).await?)
-    }
-
     /// A single-row POST goes through the write queue when it is on.
     async fn queued(
         &self,
-        req: &Request,
-        checks: &[ExistenceCheck],
+        plan: &WritePlan,
         visitor: Option<&Visitor>,
         snapshot: &Snapshot,
     ) -> Result<Option<Map<String, Json>>, ApiError> {
         let Some(queue) = &self.queue else {
             return Ok(None);
         };
-        let env = self.write_env(Method::Post, visitor, snapshot, false);
-        let Some((key, insert, id)) = single_insert(req, checks, &env)? else {
+        let env = self.write_env(visitor, snapshot);
+        let Some((key, insert, id)) = single_insert(plan, &env)? else {
             return Ok(None);
         };
         queue.insert(insert).await?;
         let mut out = Map::new();
-        out.insert(key, Json::Object(single_insert_answer(id)));
+        out.insert(key, Json::Object(single_insert_answer(&env, id)));
         Ok(Some(out))
     }
 
@@ -393,8 +391,8 @@ impl AppState {
         let mut verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
         self.seal_passwords(&mut verified.request).await?;
         let req = Request::from_map(verified.request)?;
-        let env = self.write_env(Method::Post, None, &snapshot, true);
-        let results = write(&req, &verified.checks, &env).await?;
+        let plan = self.plan_write(&req, &verified.checks, Method::Post, None, &snapshot, true)?;
+        let results = write(&plan, &self.write_env(None, &snapshot)).await?;
         Ok(success(results, false))
     }
 

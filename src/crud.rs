@@ -44,7 +44,8 @@ impl AppState {
             }
             let verified = verify(method, body, &snapshot.rules)?;
             let req = Request::from_map(verified.request)?;
-            writes.push((key, method, req, verified.checks));
+            let plan = self.plan_write(&req, &verified.checks, method, visitor, snapshot, false)?;
+            writes.push((key, plan));
         }
         let mut answers: Vec<(String, Json)> = Vec::new();
         if !writes.is_empty() {
@@ -52,9 +53,9 @@ impl AppState {
             // whose group commit would make a POST outlive a later part that fails.
             let mut tx = self.backend.begin().await?;
             let mut failed = None;
-            for (key, method, req, checks) in &writes {
-                let env = self.write_env(*method, visitor, snapshot, false);
-                match write_in(&mut tx, req, checks, &env).await {
+            let env = self.write_env(visitor, snapshot);
+            for (key, plan) in &writes {
+                match write_in(&mut tx, plan, &env).await {
                     Ok(mut results) => {
                         if let Some(v) = results.remove(key) {
                             answers.push((key.clone(), v));

@@ -109,6 +109,7 @@ impl AppState {
             options: &self.options,
             visitor,
             values,
+            envelope: &apijet_response::Envelopes,
         }
     }
 

@@ -238,3 +238,10 @@ pub trait AnswerSink<'p>: RowSink + ItemSink {
         false
     }
 }
+
+/// The members the answer puts around a count, where an object of the answer is one (a HEAD
+/// object, a written object): `response` owns them, `exec` asks for them.
+pub trait Envelope: Send + Sync {
+    /// `{"ok": true, "code": 200, "msg": "success", "count": count}`.
+    fn counted(&self, count: u64) -> Map<String, Json>;
+}

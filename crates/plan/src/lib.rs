@@ -29,6 +29,7 @@ mod table;
 pub mod template;
 pub mod verify;
 pub mod write;
+pub mod write_plan;
 
 pub use access::{lookup, owner_column, visible_columns, OwnerReach};
 pub use combine::Combine;

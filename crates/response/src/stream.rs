@@ -121,7 +121,7 @@ pub(crate) fn close_answer(buf: &mut BytesMut, empty: bool, time_ms: u64) {
     } else {
         buf.extend_from_slice(b"],");
     }
-    buf.extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
+    buf.extend_from_slice(crate::SUCCEEDED_UNTIL_TIME);
     buf.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
     buf.extend_from_slice(b"}");
 }

@@ -18,7 +18,7 @@ pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;
 use crate::functions;
-use crate::sink::{AnswerSink, CollectSink, Form};
+use crate::sink::{AnswerSink, CollectSink, Envelope, Form};
 use crate::ExecError;
 use apijet_plan::query::Select;
 use apijet_plan::read::{ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
@@ -46,6 +46,8 @@ pub struct ReadEnv<'a> {
     pub visitor: Option<&'a Visitor>,
     /// The request's condition values, in their slots (`apijet_plan::shape`).
     pub values: &'a [Json],
+    /// The members around a HEAD object's count.
+    pub envelope: &'a dyn Envelope,
 }
 
 /// What a read did.
@@ -511,10 +513,7 @@ impl<'a> Reader<'a> {
             if table.explain {
                 obj.insert("@explain".into(), self.explain(&stmt).await?);
             }
-            obj.insert("ok".into(), Json::Bool(true));
-            obj.insert("code".into(), json!(200));
-            obj.insert("msg".into(), json!("success"));
-            obj.insert("count".into(), json!(n));
+            obj.extend(self.env.envelope.counted(n));
             return Ok(Some((Json::Object(obj), table.drop)));
         }
         select.limit = Some(1);
