@@ -131,7 +131,9 @@ async fn run_on<'p, S: AnswerSink<'p>>(
                 return Err(invalid_mode());
             };
             sink.open(Form::Items { key });
-            let statements = stream::read_nested(plan, list, key, env, backend, sink).await?;
+            // Boxed, as the general read below: the future of a point lookup stays small.
+            let statements =
+                Box::pin(stream::read_nested(plan, list, key, env, backend, sink)).await?;
             Ok(Outcome { statements })
         }
         Mode::General => {
