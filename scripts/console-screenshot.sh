@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes docs/console.png: runs the browser test of the console's schema panel
-# (tests/console.rs, headless Chromium through chromedriver; install them with
+# (tests/it/console.rs, headless Chromium through chromedriver; install them with
 # `apt-get install chromium chromium-driver`), which saves a screenshot at its end.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,23 +19,32 @@
 #    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
 #    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
-# 5. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (every test
-#    binary, also after one failed; the conformance report of
-#    tests/conformance.rs is printed: documented deviations as `known`, anything else as `FAIL`).
-#    Extra arguments are passed to cargo test before the `--`, e.g.
-#    `bash scripts/test.sh --test conformance`. PostgreSQL notices (`… does not exist, skipping`)
-#    are kept out of the output (PGOPTIONS).
-# 6. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
+# 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
+#    --check` and `cargo clippy --workspace --all-targets -- -D warnings`, each a stage of its own
+#    in the summary; either failing fails the run.
+# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2`: the unit tests
+#    of each crate and the one integration test binary `it` (tests/it/main.rs, a module per
+#    behaviour: tests/it/accounts.rs is `accounts::`), also after a failure; the conformance
+#    report of tests/it/conformance/mod.rs is printed: documented deviations as `known`,
+#    anything else as `FAIL`. Extra arguments are passed to cargo test; those after a `--` to the
+#    test binary:
+#      bash scripts/test.sh --test it                      every integration test
+#      bash scripts/test.sh --test it -- accounts::        one topic (module)
+#      bash scripts/test.sh --test it -- conformance::     the conformance suite
+#      bash scripts/test.sh -p apijet-plan                 one crate's unit tests
+#    PostgreSQL notices (`… does not exist, skipping`) are kept out of the output (PGOPTIONS).
+# 7. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
 #    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
 #    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
 #    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
 #    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
 #    a message. A fault test whose output stays open after it ended (a background process that
 #    outlived it) fails.
-# 7. Ends with a summary: one line per stage (unit and integration tests; conformance per engine
-#    and stage; each fault test), then `N passed, M failed` (N = tests, conformance cases and
-#    fault tests), and exits 0 only when nothing failed.
-# 8. Always stops both servers and removes the temporary directories, on success, failure or
+# 8. Ends with a summary: one line per stage (format and lint; unit and integration tests;
+#    conformance per engine and stage; each fault test), then `N passed, M failed` (N = tests,
+#    conformance cases, fault tests and the format and lint stages), and exits 0 only when
+#    nothing failed.
+# 9. Always stops both servers and removes the temporary directories, on success, failure or
 #    Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +66,7 @@ cleanup() {
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
   rm -rf "$LOG_DIR"
-  # The tests' SQLite demo files (tests/support/mod.rs keeps them under target/tmp).
+  # The tests' SQLite demo files (tests/it/support/mod.rs keeps them under target/tmp).
   rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
@@ -67,7 +76,7 @@ trap 'exit 143' TERM
 
 db_install_missing "$want_pg" "$want_my"
 
-# The browser for tests/console.rs.
+# The browser for tests/it/console.rs.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then
     db_log "installing chromium chromium-driver with apt-get"
@@ -78,7 +87,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
-# The OpenAPI validator for tests/openapi.rs.
+# The OpenAPI validator for tests/it/openapi.rs.
 if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
   venv=target/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
@@ -118,14 +127,58 @@ fi
 # psql and the demo loader print a NOTICE for every `DROP … IF EXISTS` of something absent.
 export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c client_min_messages=warning"
 
-set +e
-# --no-fail-fast: every test binary runs, so the summary counts them all.
-cargo test --workspace --no-fail-fast "$@" -- --nocapture --test-threads=2 2>&1 | tee "$LOG_DIR/cargo.log"
-cargo_status=${PIPESTATUS[0]}
-set -e
-
 summary=()      # one line per stage
 passed=0 failed=0
+
+if [ $# -eq 0 ] || [ "${APIJET_LINT:-}" = 1 ]; then
+  db_log "habits stage: cargo fmt --all --check"
+  set +e
+  cargo fmt --all --check >"$LOG_DIR/fmt.log" 2>&1
+  fmt_status=$?
+  set -e
+  if [ "$fmt_status" -eq 0 ]; then
+    passed=$((passed + 1))
+    summary+=("format (cargo fmt --all --check): passed")
+  else
+    cat "$LOG_DIR/fmt.log"
+    failed=$((failed + 1))
+    differ=$(grep -c '^Diff in ' "$LOG_DIR/fmt.log" || true)
+    summary+=("format (cargo fmt --all --check): FAILED, $differ places differ (run cargo fmt --all)")
+  fi
+  db_log "habits stage: cargo clippy --workspace --all-targets -- -D warnings"
+  set +e
+  cargo clippy --workspace --all-targets --quiet -- -D warnings 2>&1 | tee "$LOG_DIR/clippy.log"
+  clippy_status=${PIPESTATUS[0]}
+  set -e
+  if [ "$clippy_status" -eq 0 ]; then
+    passed=$((passed + 1))
+    summary+=("lint (cargo clippy --workspace --all-targets -- -D warnings): passed")
+  else
+    failed=$((failed + 1))
+    findings=$(grep -cE '^(error|warning)(\[|:)' "$LOG_DIR/clippy.log" || true)
+    summary+=("lint (cargo clippy --workspace --all-targets -- -D warnings): FAILED, $findings findings (exit $clippy_status)")
+  fi
+fi
+
+# Arguments before a `--` go to cargo, those after it to the test binaries (a filter such as
+# `accounts::`), after the options every run needs.
+cargo_args=() test_args=()
+seen_dashes=0
+for arg in "$@"; do
+  if [ "$seen_dashes" = 0 ] && [ "$arg" = -- ]; then
+    seen_dashes=1
+  elif [ "$seen_dashes" = 0 ]; then
+    cargo_args+=("$arg")
+  else
+    test_args+=("$arg")
+  fi
+done
+
+set +e
+# --no-fail-fast: every test binary runs, so the summary counts them all.
+cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
+cargo_status=${PIPESTATUS[0]}
+set -e
 
 # `test result: ok. 11 passed; 0 failed; 2 ignored; …`, one per test binary.
 read -r t_passed t_failed t_ignored t_binaries < <(awk '

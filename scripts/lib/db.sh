@@ -117,7 +117,7 @@ db_start_postgres() {
     return 1
   fi
   DB_PG_DATA=$dir/data
-  # One role must give a password (scram-sha-256), so that tests/ops.rs sees the errors of a
+  # One role must give a password (scram-sha-256), so that tests/it/ops.rs sees the errors of a
   # missing and of a wrong password; every other connection is trusted.
   sed -i '1i host all apijet_password_required 127.0.0.1/32 scram-sha-256' "$dir/data/pg_hba.conf"
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -W \

@@ -12,10 +12,10 @@
 mod clients;
 pub use clients::{client_reader, raw_read, run_pgbench, time_command};
 
-use crate::engine::{Database, DbConn, Engine};
 use crate::load::Measured;
-use crate::rng::Rng;
 use crate::stats::summarize_us;
+use apijet_testkit::engine::{Database, DbConn, Engine};
+use apijet_testkit::Rng;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -12,24 +12,21 @@
 //!
 //! Layout: [`data`] generators, [`scenario`] per workload, [`load`] drivers, [`baseline`]
 //! raw clients, [`handwritten`] the hand-written endpoint, [`report`] tables/JSON/chart and
-//! comparisons, plus the database ([`engine`]), server ([`server`]) and HTTP ([`http`])
-//! plumbing.
+//! comparisons, [`server`] the settings of the servers under test. The databases, the server
+//! launcher, the HTTP client, the data generators and the PRNG come from the dev-only test kit
+//! (`apijet_testkit`), which the integration tests use too.
 
 pub mod baseline;
-pub mod data;
-pub mod engine;
 pub mod handwritten;
-pub mod http;
 pub mod load;
 pub mod report;
-pub mod rng;
 pub mod scenario;
 pub mod server;
 pub mod stats;
 pub mod tools;
 
-use data::demo::DemoScale;
-use engine::{DbConn, Engine};
+use apijet_testkit::data::{self, demo::DemoScale};
+use apijet_testkit::engine::{self, DbConn, Engine};
 use load::Loader;
 use report::{Machine, Report, ScenarioReport};
 use std::path::{Path, PathBuf};

@@ -11,10 +11,10 @@
 //!
 //! Every result says which tool and which loop produced it.
 
-use crate::http::Client;
-use crate::rng::Rng;
 use crate::stats::{summarize_us, Latency};
 use crate::tools::Tool;
+use apijet_testkit::http::Connection;
+use apijet_testkit::Rng;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -355,7 +355,7 @@ async fn run_builtin(spec: &LoadSpec) -> Measured {
         let spec = spec.clone();
         let bytes = Arc::clone(&bytes);
         tasks.push(tokio::spawn(async move {
-            let mut client = Client::new(spec.addr);
+            let mut client = Connection::new(spec.addr);
             let mut rng = Rng::new(0xB0D1E5 ^ ((i as u64) << 20));
             let headers: Vec<(&str, &str)> = spec
                 .headers

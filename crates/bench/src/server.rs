@@ -1,13 +1,13 @@
-//! The apijet servers under test: the same binary (`apijet serve`) started as a child process
-//! with a TOML written for the scenario, on a free port, killed when dropped; plus the RSS
-//! readings of that process from `/proc`.
+//! The apijet servers under test: the same binary (`apijet serve`) started by the kit's
+//! launcher with a TOML written for the scenario, and the hand-written endpoint beside it.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use apijet_testkit::server::Launch;
+pub use apijet_testkit::server::Server;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a server may take to answer (a cold start on a loaded machine).
+const START_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Settings of one server instance (the rest are apijet's defaults).
 #[derive(Clone, Debug)]
@@ -43,204 +43,48 @@ impl ServerConfig {
     }
 }
 
-/// A running `apijet serve`.
-pub struct Server {
-    child: Child,
-    pub addr: SocketAddr,
-    pub pid: u32,
-    log: PathBuf,
+/// Starts `apijet serve` (the binary `apijet`) on `db_url` with `cfg`, its files in `work`, and
+/// waits until it answers.
+pub fn start(
+    apijet: &Path,
+    db_url: &str,
+    cfg: &ServerConfig,
+    work: &Path,
+) -> Result<Server, String> {
+    Server::launch(
+        Launch::serve(db_url, &cfg.toml())
+            .bin(apijet)
+            .dir(work)
+            .timeout(START_TIMEOUT),
+    )
 }
 
-impl Server {
-    /// Starts `apijet serve` on `db_url` and waits until it accepts connections.
-    pub fn start(
-        apijet: &Path,
-        db_url: &str,
-        cfg: &ServerConfig,
-        work: &Path,
-    ) -> Result<Server, String> {
-        std::fs::create_dir_all(work)
-            .map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-        let config = work.join("apijet.toml");
-        std::fs::write(&config, cfg.toml())
-            .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
-        Server::spawn(apijet, work, "apijet serve", |cmd, addr| {
-            cmd.arg("serve")
-                .arg("--db")
-                .arg(db_url)
-                .arg("--listen")
-                .arg(addr.to_string())
-                .arg("--config")
-                .arg(&config);
-        })
-    }
-
-    /// Starts the hand-written endpoint ([`crate::handwritten`]) for `lookup` on `db_url`, a
-    /// process of its own started from the same binary, and waits until it accepts connections.
-    pub fn start_handwritten(
-        apijet: &Path,
-        db_url: &str,
-        lookup: &crate::handwritten::Lookup,
-        work: &Path,
-    ) -> Result<Server, String> {
-        std::fs::create_dir_all(work)
-            .map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-        Server::spawn(apijet, work, "the hand-written endpoint", |cmd, addr| {
-            cmd.arg("bench")
-                .arg("--serve-handwritten")
-                .arg(lookup.spec())
-                .arg("--handwritten-db")
-                .arg(db_url)
-                .arg("--handwritten-listen")
-                .arg(addr.to_string());
-        })
-    }
-
-    /// Starts `apijet` with the arguments `args` adds (given the address to listen on), its
-    /// output in `work/apijet.log`, and waits until it accepts connections.
-    fn spawn(
-        apijet: &Path,
-        work: &Path,
-        what: &str,
-        args: impl FnOnce(&mut Command, SocketAddr),
-    ) -> Result<Server, String> {
-        let log = work.join("apijet.log");
-        let log_file = std::fs::File::create(&log)
-            .map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let log_err = log_file
-            .try_clone()
-            .map_err(|e| format!("cannot reopen {}: {e}", log.display()))?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("cannot find a free port: {e}"))?
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut cmd = Command::new(apijet);
-        args(&mut cmd, addr);
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", apijet.display()))?;
-        let pid = child.id();
-        let mut server = Server {
-            child,
-            addr,
-            pid,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!(
-                    "{what} exited early ({status}):\n{}",
-                    server.log_tail(3000)
-                ));
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(server);
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "{what} did not listen on {addr} within 120 s:\n{}",
-                    server.log_tail(3000)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Whether the process is still running.
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The end of the server's log.
-    pub fn log_tail(&self, max: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let start = text.len().saturating_sub(max);
-        let start = (start..text.len())
-            .find(|&i| text.is_char_boundary(i))
-            .unwrap_or(text.len());
-        text[start..].to_string()
-    }
-
-    /// Resets the kernel's peak-RSS counter (`VmHWM`) so that it covers what follows.
-    pub fn reset_peak(&self) {
-        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid), "5");
-    }
-
-    /// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
-    pub fn status_kib(&self, field: &str) -> Option<u64> {
-        status_kib(self.pid, field)
-    }
-
-    /// Samples `VmRSS` every 10 ms until the returned sampler is stopped.
-    pub fn sample_rss(&self) -> RssSampler {
-        RssSampler::start(self.pid)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
-        rest.split_whitespace().next()?.parse().ok()
+/// Starts the hand-written endpoint ([`crate::handwritten`]) for `lookup` on `db_url`, a
+/// process of its own started from the same binary, and waits until it answers.
+pub fn start_handwritten(
+    apijet: &Path,
+    db_url: &str,
+    lookup: &crate::handwritten::Lookup,
+    work: &Path,
+) -> Result<Server, String> {
+    let (spec, db_url) = (lookup.spec(), db_url.to_string());
+    Server::launch(Launch {
+        bin: Some(apijet.to_path_buf()),
+        what: "the hand-written endpoint".into(),
+        args: Box::new(move |addr, _| {
+            vec![
+                "bench".into(),
+                "--serve-handwritten".into(),
+                spec.into(),
+                "--handwritten-db".into(),
+                db_url.into(),
+                "--handwritten-listen".into(),
+                addr.to_string().into(),
+            ]
+        }),
+        config_toml: None,
+        env: Vec::new(),
+        dir: Some(work.to_path_buf()),
+        timeout: START_TIMEOUT,
     })
-}
-
-/// A background reader of a process's RSS, keeping the largest value seen.
-pub struct RssSampler {
-    stop: Arc<AtomicBool>,
-    peak: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RssSampler {
-    fn start(pid: u32) -> RssSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(AtomicU64::new(0));
-        let (s, p) = (Arc::clone(&stop), Arc::clone(&peak));
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                if let Some(kib) = status_kib(pid, "VmRSS") {
-                    p.fetch_max(kib, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        });
-        RssSampler {
-            stop,
-            peak,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops sampling; the peak in KiB.
-    pub fn stop(mut self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn reads_own_rss() {
-        let kib = super::status_kib(std::process::id(), "VmRSS");
-        if cfg!(target_os = "linux") {
-            assert!(kib.is_some_and(|k| k > 0));
-        }
-    }
 }

@@ -8,7 +8,7 @@
 //! client meant it to do to the rows.
 //!
 //! [`TABLE_KEYWORDS`] and [`ROOT_KEYWORDS`] list every key apijet knows with what it does
-//! with it; `tests/key_audit.rs` sends each of them and checks the answer is one or the other.
+//! with it; `tests/it/key_audit.rs` sends each of them and checks the answer is one or the other.
 
 use crate::{Ctx, PlanError, PlanOptions};
 use serde_json::Value as Json;

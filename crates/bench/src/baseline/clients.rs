@@ -1,10 +1,10 @@
 //! The baselines that are other programs or read whole results: pgbench, the engines'
 //! command-line clients timing a big read to /dev/null, and our raw client reading the same rows.
 
-use crate::engine::{Database, DbConn, Engine};
 use crate::load::Measured;
 use crate::stats::summarize_us;
 use crate::tools::Tool;
+use apijet_testkit::engine::{Database, DbConn, Engine};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -313,9 +313,9 @@ pub fn markdown(c: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Engine;
     use crate::report::Machine;
     use crate::stats::Latency;
+    use apijet_testkit::engine::Engine;
 
     fn row(label: &str, side: Side, req_s: f64, median: f64, ratio: Option<f64>) -> Row {
         Row {

@@ -8,9 +8,9 @@ pub mod compare;
 pub mod json;
 pub mod table;
 
-use crate::engine::Engine;
 use crate::load::Measured;
 use crate::stats::Latency;
+use apijet_testkit::engine::Engine;
 use serde::{Deserialize, Serialize};
 
 /// Which side of the comparison a row measures.

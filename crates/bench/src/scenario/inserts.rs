@@ -7,10 +7,10 @@
 
 use super::{empty_report, login, measure_level, ratio, verify, warm_up, Ctx, Level};
 use crate::baseline::{run_raw, RawWork};
-use crate::data::demo::{ADA, COMMENT_BASE, MOMENT_BASE};
 use crate::report::{Row, ScenarioReport, Side};
-use crate::rng::Rng;
 use crate::server::ServerConfig;
+use apijet_testkit::data::demo::{ADA, COMMENT_BASE, MOMENT_BASE};
+use apijet_testkit::Rng;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 

@@ -3,14 +3,15 @@
 //! server's RSS is sampled. Baseline: the engine's own client reading the same rows to
 //! /dev/null (psql COPY, mariadb --quick, sqlite3).
 
+use super::post_counting;
 use super::{empty_report, short_n, Ctx};
 use crate::baseline::{client_reader, raw_read, time_command};
-use crate::data::t_event;
-use crate::http::{post_counting, Client};
 use crate::load::Measured;
 use crate::report::{Row, ScenarioReport, Side};
 use crate::server::{Server, ServerConfig};
 use crate::stats::{median, summarize_us};
+use apijet_testkit::data::t_event;
+use apijet_testkit::http::Connection;
 use std::time::Duration;
 
 /// The worst time ratio (apijet ÷ baseline) the goal allows.
@@ -46,7 +47,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         },
     )?;
     std::thread::sleep(Duration::from_millis(300));
-    let idle_kib = server.status_kib("VmRSS").unwrap_or(0);
+    let idle_kib = server.rss_kib().unwrap_or(0);
     let mut peaks: Vec<(u64, bool, f64)> = Vec::new();
     let mut worst_ratio: Option<(f64, String)> = None;
     let mut baseline_tool = String::new();
@@ -75,7 +76,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
                 let sampler = server.sample_rss();
                 let (total, first) = timed(&server, &body).await?;
                 let sampled = sampler.stop();
-                let hwm = server.status_kib("VmHWM").unwrap_or(0);
+                let hwm = server.peak_rss_kib().unwrap_or(0);
                 peak_kib = peak_kib.max(sampled).max(hwm);
                 times.push(total);
                 firsts.push(first);
@@ -213,7 +214,7 @@ fn single_row(
 
 /// One timed request: (time to the last byte, time to the first byte).
 async fn timed(server: &Server, body: &str) -> Result<(Duration, Duration), String> {
-    let mut client = Client::new(server.addr);
+    let mut client = Connection::new(server.addr);
     let h = client
         .request("POST", "/get", &[], body.as_bytes(), &mut |_| {})
         .await

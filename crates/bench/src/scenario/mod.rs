@@ -10,13 +10,15 @@ pub mod nested;
 pub mod point;
 pub mod tfb;
 
-use crate::engine::Database;
-use crate::http::{apijson_code, Client};
 use crate::load::{self, LoadSpec, Loader};
 use crate::report::{Row, ScenarioReport, Side};
-use crate::server::{Server, ServerConfig};
+use crate::server::{self, Server, ServerConfig};
 use crate::tools::Tools;
 use crate::Settings;
+use apijet_testkit::data::demo::{ADA_PASSWORD, ADA_PHONE};
+use apijet_testkit::engine::Database;
+use apijet_testkit::http::Connection;
+use apijet_testkit::{body_code, truncate};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +42,7 @@ impl Ctx<'_> {
             "[bench] {}: starting apijet ({name})",
             self.db.engine.name()
         );
-        Server::start(self.apijet, &self.db.url, cfg, &self.work.join(name))
+        server::start(self.apijet, &self.db.url, cfg, &self.work.join(name))
     }
 
     pub fn engine(&self) -> &'static str {
@@ -90,7 +92,7 @@ pub async fn verify(
     n: usize,
     check: &dyn Fn(&serde_json::Value) -> Result<(), String>,
 ) -> Result<Option<u64>, String> {
-    let mut client = Client::new(addr);
+    let mut client = Connection::new(addr);
     let headers: Vec<(&str, &str)> = headers
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -102,17 +104,22 @@ pub async fn verify(
             .await
             .map_err(|e| format!("POST {path}: {e}"))?;
         let text = String::from_utf8_lossy(&answer);
-        if head.status != 200 || apijson_code(&answer) != Some(200) {
+        if head.status != 200 || body_code(&answer) != Some(200) {
             return Err(format!(
                 "POST {path} {} answered HTTP {}: {}",
-                cut(body, 200),
+                truncate(body, 200),
                 head.status,
-                cut(&text, 400)
+                truncate(&text, 400)
             ));
         }
         let v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| e.to_string())?;
-        check(&v)
-            .map_err(|e| format!("POST {path} {}: {e}: {}", cut(body, 200), cut(&text, 400)))?;
+        check(&v).map_err(|e| {
+            format!(
+                "POST {path} {}: {e}: {}",
+                truncate(body, 200),
+                truncate(&text, 400)
+            )
+        })?;
         statements = head
             .header("x-apijet-statements")
             .and_then(|s| s.parse().ok());
@@ -128,7 +135,7 @@ pub async fn same_answers(
     path: &str,
     bodies: &[String],
 ) -> Result<(), String> {
-    let (mut a, mut b) = (Client::new(apijet), Client::new(other));
+    let (mut a, mut b) = (Connection::new(apijet), Connection::new(other));
     for body in bodies {
         let mut answers = Vec::new();
         for client in [&mut a, &mut b] {
@@ -139,7 +146,7 @@ pub async fn same_answers(
             let mut v: serde_json::Value = serde_json::from_slice(&answer).map_err(|e| {
                 format!(
                     "POST {path} {}: {e}",
-                    cut(&String::from_utf8_lossy(&answer), 200)
+                    truncate(&String::from_utf8_lossy(&answer), 200)
                 )
             })?;
             if let Some(m) = v.as_object_mut() {
@@ -150,30 +157,25 @@ pub async fn same_answers(
         if answers[0] != answers[1] {
             return Err(format!(
                 "the baseline answers {} differently: apijet {} vs baseline {}",
-                cut(body, 200),
-                cut(&answers[0].to_string(), 400),
-                cut(&answers[1].to_string(), 400)
+                truncate(body, 200),
+                truncate(&answers[0].to_string(), 400),
+                truncate(&answers[1].to_string(), 400)
             ));
         }
     }
     Ok(())
 }
 
-fn cut(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
 /// Logs in as Ada (the demo login) and returns the `Authorization` header.
 pub async fn login(addr: SocketAddr) -> Result<(String, String), String> {
-    let mut client = Client::new(addr);
+    let mut client = Connection::new(addr);
     let (_, body) = client
         .post(
             "/login",
             &[],
-            br#"{"type":0,"phone":"13000082001","password":"123456"}"#,
+            serde_json::json!({"type": 0, "phone": ADA_PHONE, "password": ADA_PASSWORD})
+                .to_string()
+                .as_bytes(),
         )
         .await
         .map_err(|e| format!("POST /login: {e}"))?;
@@ -288,4 +290,48 @@ pub async fn warm_up(
 /// `part / whole`, or `None` when the whole is 0.
 pub fn ratio(part: f64, whole: f64) -> Option<f64> {
     (whole > 0.0 && part.is_finite()).then(|| part / whole)
+}
+
+/// POSTs `body` to `/get` at `addr` and reads the answer to its last byte without holding it:
+/// counts the occurrences of `needle` (one per row or item) and the bytes, and checks the answer
+/// starts with `opening` and ends in a success envelope. `what` names the answer in errors.
+pub async fn post_counting(
+    addr: SocketAddr,
+    body: &str,
+    needle: &[u8],
+    opening: &[u8],
+    what: &str,
+) -> Result<(u64, u64), String> {
+    let mut client = Connection::new(addr);
+    let (mut count, mut carry, mut head, mut tail) = (0u64, Vec::new(), Vec::new(), Vec::new());
+    let h = client
+        .request("POST", "/get", &[], body.as_bytes(), &mut |b| {
+            if head.len() < 64 {
+                head.extend_from_slice(&b[..b.len().min(64)]);
+            }
+            carry.extend_from_slice(b);
+            count += carry.windows(needle.len()).filter(|w| *w == needle).count() as u64;
+            let keep = carry.len().saturating_sub(needle.len() - 1);
+            carry.drain(..keep);
+            tail.extend_from_slice(&b[b.len().saturating_sub(256)..]);
+            let cut = tail.len().saturating_sub(256);
+            tail.drain(..cut);
+        })
+        .await
+        .map_err(|e| format!("POST /get ({what}): {e}"))?;
+    let tail = String::from_utf8_lossy(&tail);
+    if h.status != 200 || !head.starts_with(opening) || !tail.contains("\"code\":200") {
+        return Err(format!(
+            "the {what} is not a successful answer (HTTP {}): {}…{tail}",
+            h.status,
+            String::from_utf8_lossy(&head)
+        ));
+    }
+    Ok((count, h.bytes))
+}
+
+/// The APIJSON code of an answer body (`"code":200` on success), when it has one.
+pub fn apijson_code(body: &[u8]) -> Option<i64> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("code")?.as_i64()
 }

@@ -7,11 +7,12 @@
 //! every moment at once, each read to its last byte, and its peak RSS is measured per size:
 //! nested answers stream, so the peak should stay within [`FLAT_MIB`] of idle at every size.
 
+use super::post_counting;
 use super::{empty_report, measure_level, short_n, verify, warm_up, Ctx, Level};
-use crate::http::post_counting;
 use crate::report::ScenarioReport;
-use crate::rng::Rng;
 use crate::server::ServerConfig;
+use apijet_testkit::data::demo::nested_page;
+use apijet_testkit::Rng;
 use std::sync::Arc;
 
 pub const GOAL: &str =
@@ -23,22 +24,12 @@ const BIG_CAP: (u64, u64) = (1_000_000, 1 << 30);
 /// How far above idle the peak RSS may go at any size.
 const FLAT_MIB: f64 = 64.0;
 
-/// The request for page `page` of `size` moments.
-pub fn request(size: u64, page: u64) -> String {
-    format!(
-        "{{\"[]\":{{\"count\":{size},\"page\":{page},\
-         \"Moment\":{{\"@order\":\"id-\",\"@column\":\"id,userId,date,content\"}},\
-         \"User\":{{\"id@\":\"/Moment/userId\",\"@column\":\"id,name\"}},\
-         \"Comment[]\":{{\"count\":5,\"Comment\":{{\"momentId@\":\"[]/Moment/id\",\"@column\":\"id,userId,content\"}}}}}}}}"
-    )
-}
-
 pub async fn run(ctx: &Ctx<'_>) -> ScenarioReport {
     let mut r = empty_report(
         "nested",
         ctx,
         "Nested list: Moments with their User and Comments",
-        request(20, 0),
+        nested_page(20, 0),
         GOAL,
     );
     if let Err(e) = body(ctx, &mut r).await {
@@ -69,20 +60,20 @@ async fn peak_per_size(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), Stri
         },
     )?;
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let idle_kib = server.status_kib("VmRSS").unwrap_or(0);
+    let idle_kib = server.rss_kib().unwrap_or(0);
     let mut above = Vec::new();
     for &n in &sizes {
         server.reset_peak();
         let sampler = server.sample_rss();
         let (items, bytes) = post_counting(
             server.addr,
-            &request(n, 0),
+            &nested_page(n, 0),
             b"{\"Moment\":",
             b"{\"[]\":[",
             "nested page",
         )
         .await?;
-        let peak_kib = sampler.stop().max(server.status_kib("VmHWM").unwrap_or(0));
+        let peak_kib = sampler.stop().max(server.peak_rss_kib().unwrap_or(0));
         if items != n {
             return Err(format!("a page of {n} moments answered {items} items"));
         }
@@ -142,7 +133,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         let pages = (moments / size.max(1)).clamp(1, 100);
         let bodies: Arc<Vec<String>> = Arc::new(
             (0..ctx.settings.keys.min(1000))
-                .map(|_| request(size, rng.below(pages)))
+                .map(|_| nested_page(size, rng.below(pages)))
                 .collect(),
         );
         let want = size as usize;

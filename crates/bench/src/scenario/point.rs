@@ -8,13 +8,12 @@
 
 use super::{empty_report, measure_level, ratio, same_answers, verify, warm_up, Ctx, Level};
 use crate::baseline::{run_pgbench, run_raw, Key, RawWork};
-use crate::data::sku;
-use crate::engine::Engine;
 use crate::handwritten::Lookup;
 use crate::report::{Row, ScenarioReport, Side};
-use crate::rng::Rng;
-use crate::server::Server;
 use crate::server::ServerConfig;
+use apijet_testkit::data::sku;
+use apijet_testkit::engine::Engine;
+use apijet_testkit::Rng;
 use std::sync::Arc;
 
 pub const GOAL: &str =
@@ -263,7 +262,7 @@ async fn handwritten(
         "[bench] {}: starting the hand-written endpoint",
         ctx.engine()
     );
-    let hand = Server::start_handwritten(
+    let hand = crate::server::start_handwritten(
         ctx.apijet,
         &ctx.db.url,
         &lookup,

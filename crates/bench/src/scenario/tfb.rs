@@ -6,10 +6,10 @@
 
 use super::{empty_report, login, measure_level, ratio, verify, warm_up, Ctx, Level};
 use crate::baseline::{run_raw, Key, RawWork};
-use crate::data::demo::{ADA, MOMENT_BASE};
 use crate::report::{Row, ScenarioReport, Side};
-use crate::rng::Rng;
 use crate::server::ServerConfig;
+use apijet_testkit::data::demo::{ADA, MOMENT_BASE};
+use apijet_testkit::Rng;
 use std::sync::Arc;
 
 pub const GOAL: &str = "apijet req/s ≥ 0.8× the raw client's (anchor G5)";

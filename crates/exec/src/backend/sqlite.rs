@@ -493,7 +493,7 @@ fn db_error(e: rusqlite::Error) -> ExecError {
 
 #[cfg(test)]
 mod tests {
-    use super::{Decl, SqliteBackend, DIRECT_BUDGET, RERUNS};
+    use super::{SqliteBackend, DIRECT_BUDGET, RERUNS};
     use crate::sink::CollectSink;
     use apijet_sql::Statement;
     use std::sync::atomic::Ordering;

@@ -1,0 +1,49 @@
+//! The integration tests: one binary, a module per behaviour. Each starts `apijet` as a child
+//! process (the test kit's launcher, `apijet_testkit::Server`) on throwaway databases: SQLite
+//! always, PostgreSQL and MariaDB when `scripts/test.sh` (or the environment) provides them.
+//!
+//! Run one topic with `bash scripts/test.sh --test it -- accounts::`, one test with
+//! `bash scripts/test.sh --test it -- accounts::codes_expire_and_stay_hidden_unless_configured`.
+//! Tests run two at a time across all modules: anything a test creates outside its own server
+//! (a database, a file) carries a name no other test uses (`support::claim`).
+
+mod support;
+
+// The protocol: what a request means and answers.
+mod apiauto_requests;
+mod conformance;
+mod demo_api;
+mod explain_statements;
+mod key_audit;
+mod nested_stream;
+mod protocol_expressions;
+mod protocol_joins;
+mod protocol_small;
+mod writes;
+
+// Who may do what.
+mod access;
+mod accounts;
+mod column_gate;
+mod passwords_at_rest;
+mod phone_spellings;
+mod writes_only_by_post;
+
+// Hostile input and limits.
+mod edge;
+mod hostile_input;
+mod hostile_rules;
+mod refusal_messages;
+mod request_cost;
+
+// Operations and the surfaces around the API.
+mod bench_smoke;
+mod cluster;
+mod demo_command;
+mod exposure;
+mod openapi;
+mod ops;
+
+// In a real browser.
+mod apiauto;
+mod console;

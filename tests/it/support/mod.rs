@@ -1,0 +1,191 @@
+//! What the tests of this binary share beyond the test kit (`apijet_testkit`, re-exported
+//! here): fresh demo databases per test, on every engine the rig provides; the names that no two
+//! tests may share ([`claim`]); the demo login; and [`skip`], which fails under `CI=true`.
+//!
+//! - [`browser::Browser`]: headless Chromium through chromedriver.
+//! - [`static_files`]: a small file server for web clients that are plain files (APIAuto).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+pub mod browser;
+pub mod static_files;
+
+pub use apijet_testkit::engine::with_database;
+pub use apijet_testkit::server::apijet_bin;
+pub use apijet_testkit::shared::{self, load_demo_db};
+pub use apijet_testkit::{code, free_port, tail, truncate, Client, Engine, Reply, Server};
+
+/// Claims `name` (a database, a file) for the calling test: every test of the binary runs in
+/// one process, two at a time, so a name two tests create and drop would make each break the
+/// other now and then. Panics when another test of this run claimed it already.
+pub fn claim(name: &str) {
+    static CLAIMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let fresh = CLAIMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(name.to_string());
+    assert!(
+        fresh,
+        "two tests use the name {name:?} (a database or file): give one of them another"
+    );
+}
+
+#[test]
+#[should_panic(expected = "two tests use the name")]
+fn a_name_claimed_twice_fails_the_second_test() {
+    claim("apijet_it_claimed_twice");
+    claim("apijet_it_claimed_twice");
+}
+
+/// Where this test process keeps its SQLite demo files: under cargo's temp dir for integration
+/// tests (`target/tmp`), not `/tmp`. The folders of earlier runs whose process has ended are
+/// removed first, so nothing piles up.
+pub fn demo_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mine = format!("apijet-demo-it-{}", std::process::id());
+    if let Ok(entries) = fs::read_dir(root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("apijet-demo-it-") else {
+                continue;
+            };
+            let alive = Path::new("/proc").join(pid).exists();
+            if name != mine && !alive {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = root.join(mine);
+    fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A database holding a fresh copy of the demo dataset (`apijet demo`), per engine: a SQLite
+/// file `<test>.db`, and `apijet_it_<test>` on each server the rig provides.
+pub fn demo_databases(test: &str) -> Vec<(Engine, String)> {
+    claim(&format!("apijet_it_{test}"));
+    let mut out = Vec::new();
+    let sqlite = format!(
+        "sqlite://{}",
+        demo_dir().join(format!("{test}.db")).display()
+    );
+    out.push((Engine::Sqlite, sqlite));
+    for engine in Engine::SERVERS {
+        let Some(admin) = engine.url() else {
+            skip(&format!(
+                "{test}: {engine} not provided ({} unset): not run on it",
+                engine.url_env().unwrap_or_default()
+            ));
+            continue;
+        };
+        let db = format!("apijet_it_{test}");
+        let create = match engine {
+            Engine::Mariadb => format!("CREATE DATABASE {db} CHARACTER SET utf8mb4"),
+            _ => format!("CREATE DATABASE {db}"),
+        };
+        // One statement at a time: PostgreSQL drops and creates databases outside transactions.
+        for sql in [format!("DROP DATABASE IF EXISTS {db}"), create] {
+            engine
+                .cli(engine.admin_database(), &sql)
+                .unwrap_or_else(|e| panic!("creating {db}: {e}"));
+        }
+        out.push((engine, with_database(&admin, &db)));
+    }
+    for (engine, url) in &out {
+        let status = std::process::Command::new(apijet_bin())
+            .args(["demo", "--db", url])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("apijet demo runs");
+        assert!(status.success(), "loading the demo dataset into {engine}");
+    }
+    out
+}
+
+/// Runs `check` against a server with `config` on a fresh copy of the demo dataset, once per
+/// engine the rig provides.
+pub fn on_every_engine(test: &str, config: &str, check: impl Fn(Engine, &Server)) {
+    for (engine, url) in demo_databases(test) {
+        let server = Server::start(&url, config);
+        check(engine, &server);
+    }
+}
+
+/// POSTs `body` with `c` and parses the answer.
+pub fn post(c: &mut Client, path: &str, body: &Value) -> Value {
+    c.post(path, &body.to_string())
+        .expect("answer")
+        .json()
+        .expect("json")
+}
+
+/// A new verification code of `kind` (0 login, 1 register, 2 password, 3 pay password) for
+/// `phone` from `/post/verify`: four digits, as the reference's.
+pub fn verify_code(c: &mut Client, kind: i64, phone: &str) -> String {
+    let r = post(
+        c,
+        "/post/verify",
+        &serde_json::json!({"type": kind, "phone": phone}),
+    );
+    assert_eq!(code(&r), 200, "{r}");
+    let v = r["Verify"]["verify"]
+        .as_str()
+        .expect("the code")
+        .to_string();
+    assert_eq!(v.len(), 4, "{r}");
+    v
+}
+
+/// Another four-digit code than `code`.
+pub fn wrong_code(code: &str) -> String {
+    let n: u32 = code.parse().expect("digits");
+    (1000 + (n - 1000 + 1) % 9000).to_string()
+}
+
+/// A client logged in as Ada (user 82001 of the demo dataset).
+pub fn ada(s: &Server) -> Client {
+    let mut c = s.client();
+    c.login_as_ada().expect("login");
+    c
+}
+
+/// A stage that cannot run here: under `CI=true` that fails the test (nothing may pass without
+/// testing in CI); elsewhere it is said loudly and the test returns.
+pub fn skip(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+        panic!("CI=true and a test stage cannot run: {reason}");
+    }
+    eprintln!("\n*** SKIPPED: {reason} ***\n");
+}
+
+/// The APIJSON demo database (`../shared/apijson/load-demo-db`: phones as `bigint`, plain-text
+/// passwords in `varchar(20)`), loaded fresh as database `apijet_it_<test>` into MariaDB and,
+/// when the rig has it, PostgreSQL: `(engine, url)` per engine. Empty (with [`skip`]) where
+/// MariaDB or the loader is missing.
+pub fn apijson_demo_databases(test: &str) -> Vec<(Engine, String)> {
+    let Some(mysql_args) = Engine::Mariadb.client_args() else {
+        skip(&format!(
+            "{test}: MariaDB not provided: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    };
+    if !shared::dir().join("apijson").join("load-demo-db").exists() {
+        skip(&format!(
+            "{test}: ../shared/apijson/load-demo-db not found: the APIJSON demo database is not loaded"
+        ));
+        return Vec::new();
+    }
+    let database = format!("apijet_it_{test}");
+    claim(&database);
+    let psql_args = Engine::Postgres.client_args();
+    load_demo_db(&database, &mysql_args, psql_args.as_deref()).expect("the APIJSON demo database");
+    Engine::SERVERS
+        .iter()
+        .filter_map(|&e| Some((e, with_database(&e.url()?, &database))))
+        .collect()
+}
