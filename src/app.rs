@@ -8,14 +8,12 @@ use crate::pipeline::Pipeline;
 pub use crate::snapshot::Snapshot;
 use apijet_core::Method;
 use apijet_core::Visitor;
-use apijet_exec::read::{nested_list, read, read_nested, Nested};
-use apijet_exec::{list_query, Backend, ExecError};
+use apijet_exec::write::write;
 use apijet_plan::verify::verify;
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
-use apijet_response::nested::ItemStream;
-use apijet_response::stream::{Chunk, StreamSink};
-use apijet_response::{now_ms, success, ApiError};
+use apijet_response::stream::Chunk;
+use apijet_response::{success, ApiError};
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,17 +38,8 @@ pub enum Answer {
     },
 }
 
-/// What a streamed nested read takes into its task.
-struct NestedRead {
-    req: Request,
-    method: Method,
-    visitor: Option<Visitor>,
-    snapshot: Arc<Snapshot>,
-    reader: Arc<Backend>,
-}
-
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.
-const STREAM_CHANNEL: usize = 2;
+pub(crate) const STREAM_CHANNEL: usize = 2;
 
 /// What every request shares; built once at start-up: the pipeline, and the features around
 /// it wired to it.
@@ -68,7 +57,7 @@ pub struct AppState {
     /// Requests slower than this are logged with their SQL and plan.
     slow: Option<Duration>,
     /// What visitors who are not logged in may cost at once.
-    anonymous: Arc<crate::anonymous::AnonymousReads>,
+    pub(crate) anonymous: Arc<crate::anonymous::AnonymousReads>,
 }
 
 /// The request entry reads and writes through the pipeline's fields and methods directly.
@@ -115,10 +104,13 @@ impl AppState {
         if call.visitor.is_none() {
             watch = watch.with_timeout(self.anonymous.timeout, "anonymous_statement_timeout_ms");
         }
-        let answer = match apijet_exec::cancel::watched(watch, self.run(call, facts)).await {
-            Ok(a) => a,
-            Err(e) => Answer::Json(self.failure(&e)),
-        };
+        // Boxed: the future of a call is moved through every layer of the HTTP stack, and
+        // moving it costs what it weighs.
+        let answer =
+            match apijet_exec::cancel::watched(watch, Box::pin(self.run(call, facts))).await {
+                Ok(a) => a,
+                Err(e) => Answer::Json(self.failure(&e)),
+            };
         if let Some(slow) = self.slow.filter(|s| started.elapsed() >= *s) {
             // Its slow statements are logged with their plans where they run (exec).
             tracing::warn!(
@@ -160,19 +152,13 @@ impl AppState {
             Method::Post | Method::Put | Method::Delete => {
                 let verified = verify(method, map, &snapshot.rules)?;
                 let req = Request::from_map(verified.request)?;
-                let queued = match method {
-                    Method::Post => {
-                        self.queued(&req, &verified.checks, visitor, &snapshot)
-                            .await?
-                    }
-                    _ => None,
-                };
-                if let Some(answer) = queued {
+                let plan =
+                    self.plan_write(&req, &verified.checks, method, visitor, &snapshot, false)?;
+                if let Some(answer) = self.queued(&plan, visitor, &snapshot).await? {
                     return Ok(Answer::Json(success(answer, req.format)));
                 }
-                let results = self
-                    .write(&req, &verified.checks, method, visitor, &snapshot)
-                    .await?;
+                let env = self.write_env(visitor, &snapshot);
+                let results = write(&plan, &env).await?;
                 return Ok(Answer::Json(success(results, req.format)));
             }
             Method::Crud => return self.crud(map, visitor, &snapshot).await,
@@ -185,123 +171,8 @@ impl AppState {
                 .map_err(ApiError::TooManyRequests)?,
             _ => None,
         };
-        let reader = self.reader(method);
-        if let Some(answer) = self
-            .point(&map, reader, method, visitor, &snapshot, facts)
-            .await?
-        {
-            return Ok(answer);
-        }
-        let req = Request::from_map(map)?;
-        let env = self.read_env(reader, method, visitor, &snapshot);
-        let planning = std::time::Instant::now();
-        if let Some(list) = list_query(&req, &env)? {
-            facts.plan = Some(planning.elapsed());
-            let Some(stmt) = list.statement else {
-                return Ok(Answer::Json(success(Map::new(), false)));
-            };
-            let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
-            let state = Arc::clone(self);
-            let replica = (!Arc::ptr_eq(reader, &self.backend)).then(|| Arc::clone(reader));
-            let max_bytes = self.options.max_answer_bytes;
-            spawn_producer(tx.clone(), async move {
-                let _permit = permit;
-                let mut sink = StreamSink::new(
-                    tx.clone(),
-                    &list.list_key,
-                    list.wrap_key.as_deref(),
-                    list.json_outputs,
-                    max_bytes,
-                );
-                let mut result = match &replica {
-                    Some(r) => r.fetch(&stmt, &mut sink).await,
-                    None => state.backend.fetch(&stmt, &mut sink).await,
-                };
-                if replica.is_some() && matches!(result, Err(ExecError::Connect(_))) {
-                    // The replica was unreachable before a row was sent: the primary answers.
-                    result = state.backend.fetch(&stmt, &mut sink).await;
-                }
-                match result {
-                    Ok(_) => {
-                        state.metrics.streamed(sink.rows(), 0);
-                        let _ = sink.finish(now_ms()).await;
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Chunk::Fail(e.into())).await;
-                    }
-                }
-            });
-            return Ok(Answer::Stream(rx));
-        }
-        if let Some(list) = nested_list(&req, &env) {
-            facts.plan = Some(planning.elapsed());
-            let reader = Arc::clone(reader);
-            let read = NestedRead {
-                req,
-                method,
-                visitor: visitor.cloned(),
-                snapshot,
-                reader,
-            };
-            return Ok(self.stream_nested(read, list, permit));
-        }
-        let outcome = match read(&req, &env).await {
-            Err(e) if !Arc::ptr_eq(reader, &self.backend) && unreachable(&e) => {
-                // Reads change nothing: a replica that could not answer is retried on the primary.
-                let env = self.read_env(&self.backend, method, visitor, &snapshot);
-                read(&req, &env).await?
-            }
-            other => other?,
-        };
-        facts.exec = Some(planning.elapsed());
-        Ok(Answer::Counted(
-            success(outcome.results, req.format),
-            outcome.statements,
-        ))
-    }
-
-    /// Answers a nested list item by item (`apijet_exec::read::read_nested`): what is refused
-    /// before its first byte is an error envelope, a failure after it aborts the body.
-    fn stream_nested(
-        self: &Arc<Self>,
-        read: NestedRead,
-        list: Nested,
-        permit: Option<crate::anonymous::ReadPermit>,
-    ) -> Answer {
-        let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
-        let state = Arc::clone(self);
-        spawn_producer(tx.clone(), async move {
-            let _permit = permit;
-            let NestedRead {
-                req,
-                method,
-                visitor,
-                snapshot,
-                reader,
-            } = read;
-            let mut sink = ItemStream::new(tx.clone(), &list.list_key);
-            let env = state.read_env(&reader, method, visitor.as_ref(), &snapshot);
-            let mut result = read_nested(&req, &env, &mut sink).await;
-            if let Err(e) = &result {
-                if !Arc::ptr_eq(&reader, &state.backend) && unreachable(e) && !sink.started() {
-                    // Reads change nothing: a replica that could not answer is retried on the
-                    // primary.
-                    sink.restart();
-                    let env = state.read_env(&state.backend, method, visitor.as_ref(), &snapshot);
-                    result = read_nested(&req, &env, &mut sink).await;
-                }
-            }
-            match result {
-                Ok(statements) => {
-                    state.metrics.streamed(sink.items(), 0);
-                    let _ = sink.finish(now_ms(), statements).await;
-                }
-                Err(e) => {
-                    let _ = tx.send(Chunk::Fail(e.into())).await;
-                }
-            }
-        });
-        Answer::Stream(rx)
+        self.read(map, method, visitor, snapshot, permit, facts)
+            .await
     }
 }
 
@@ -325,7 +196,7 @@ pub struct Call<'a> {
 /// When the body is dropped (the client left), the producer is dropped with its statement
 /// future, which cancels the statement; a SQLite statement, which runs on the thread, sees the
 /// closed channel in its progress handler.
-fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
+pub(crate) fn spawn_producer<F>(tx: mpsc::Sender<Chunk>, produce: F)
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
@@ -339,18 +210,6 @@ where
             }
         }
     }));
-}
-
-/// The database could not be reached, or the connection broke: another server may answer.
-pub(crate) fn unreachable(e: &ExecError) -> bool {
-    matches!(
-        e,
-        ExecError::Connect(_)
-            | ExecError::Db {
-                kind: apijet_exec::DbErrorKind::Connection,
-                ..
-            }
-    )
 }
 
 /// A login whose `defaults` named a schema this server does not serve: the reference reads

@@ -2,7 +2,6 @@
 
 use crate::app::{Answer, AppState, Snapshot};
 use apijet_core::{Method, Visitor};
-use apijet_exec::read::read;
 use apijet_exec::write::write_in;
 use apijet_plan::verify::verify;
 use apijet_plan::PlanError;
@@ -45,7 +44,8 @@ impl AppState {
             }
             let verified = verify(method, body, &snapshot.rules)?;
             let req = Request::from_map(verified.request)?;
-            writes.push((key, method, req, verified.checks));
+            let plan = self.plan_write(&req, &verified.checks, method, visitor, snapshot, false)?;
+            writes.push((key, plan));
         }
         let mut answers: Vec<(String, Json)> = Vec::new();
         if !writes.is_empty() {
@@ -53,9 +53,9 @@ impl AppState {
             // whose group commit would make a POST outlive a later part that fails.
             let mut tx = self.backend.begin().await?;
             let mut failed = None;
-            for (key, method, req, checks) in &writes {
-                let env = self.write_env(*method, visitor, snapshot, false);
-                match write_in(&mut tx, req, checks, &env).await {
+            let env = self.write_env(visitor, snapshot);
+            for (key, plan) in &writes {
+                match write_in(&mut tx, plan, &env).await {
                     Ok(mut results) => {
                         if let Some(v) = results.remove(key) {
                             answers.push((key.clone(), v));
@@ -77,8 +77,7 @@ impl AppState {
         }
         for (key, method, req) in reads {
             // After the writes of the same call: the primary, which has them.
-            let env = self.read_env(&self.backend, method, visitor, snapshot);
-            let mut results = read(&req, &env).await?.results;
+            let mut results = self.read_members(req, method, visitor, snapshot).await?;
             if let Some(v) = results.remove(&key) {
                 answers.push((key, v));
             }

@@ -11,7 +11,7 @@ mod metrics;
 mod observe;
 mod openapi;
 mod pipeline;
-mod point;
+mod read;
 mod snapshot;
 mod templates;
 

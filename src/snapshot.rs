@@ -1,6 +1,7 @@
 //! What the database says the API is, read at start-up and again on every reload.
 
-use apijet_exec::{Backend, PointCache};
+use apijet_exec::Backend;
+use apijet_plan::read::PlanCache;
 use apijet_plan::schema::SchemaCache;
 use apijet_plan::verify::RequestRules;
 
@@ -12,8 +13,8 @@ pub struct Snapshot {
     pub rules: RequestRules,
     /// `/openapi.json`, built from the two above.
     pub openapi: bytes::Bytes,
-    /// Point lookups planned so far, by request shape; they hold for this schema only.
-    pub points: PointCache,
+    /// Read plans by request shape; they hold for this schema only.
+    pub plans: PlanCache,
 }
 
 /// Prints start-up warnings without flooding: a demo database names many absent tables.
@@ -52,6 +53,6 @@ pub(crate) async fn load_snapshot(
         schema,
         rules,
         openapi,
-        points: PointCache::default(),
+        plans: PlanCache::default(),
     })
 }

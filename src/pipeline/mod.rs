@@ -11,12 +11,14 @@ use crate::snapshot::{load_snapshot, Snapshot};
 use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::WriteQueue;
-use apijet_exec::read::{fetch_rows, ReadEnv};
+use apijet_exec::read::fetch_rows;
 use apijet_exec::write::WriteEnv;
 use apijet_exec::Backend;
 use apijet_plan::schema::Table;
-use apijet_plan::verify::verify;
-use apijet_plan::{lookup, PlanOptions};
+use apijet_plan::verify::{verify, ExistenceCheck};
+use apijet_plan::write_plan::{WriteInputs, WritePlan};
+use apijet_plan::{lookup, PlanError, PlanOptions};
+use apijet_request::Request;
 use apijet_response::{failure, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
@@ -58,41 +60,40 @@ impl Pipeline {
         &self.replicas[i % self.replicas.len()]
     }
 
-    pub(crate) fn read_env<'a>(
-        &'a self,
-        backend: &'a Backend,
-        method: Method,
-        visitor: Option<&'a Visitor>,
-        snapshot: &'a Snapshot,
-    ) -> ReadEnv<'a> {
-        ReadEnv {
-            backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        }
-    }
-
     pub(crate) fn write_env<'a>(
         &'a self,
-        method: Method,
         visitor: Option<&'a Visitor>,
         snapshot: &'a Snapshot,
-        trusted: bool,
     ) -> WriteEnv<'a> {
         WriteEnv {
             backend: &self.backend,
             dialect: self.dialect.as_ref(),
             schema: &snapshot.schema,
-            options: &self.options,
-            method,
             visitor,
             ids: &self.ids,
             max_insert_rows: self.max_batch,
-            trusted,
+            envelope: &apijet_response::Envelopes,
         }
+    }
+
+    /// Plans a verified write; `trusted` for the server's own (`/register`, accounts).
+    pub(crate) fn plan_write(
+        &self,
+        req: &Request,
+        checks: &[ExistenceCheck],
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+        trusted: bool,
+    ) -> Result<WritePlan, PlanError> {
+        let inputs = WriteInputs {
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+            trusted,
+        };
+        WritePlan::build(req, checks, &inputs)
     }
 
     /// The current snapshot; cheap, and stable for as long as the caller holds it.

@@ -2,6 +2,7 @@
 
 #![deny(missing_docs)]
 
+pub mod answer;
 mod cell_json;
 mod error;
 mod format;
@@ -28,11 +29,33 @@ pub fn success(mut results: Map<String, Json>, format: bool) -> Json {
     if format {
         results = format_keys(results);
     }
-    results.insert("ok".into(), Json::Bool(true));
-    results.insert("code".into(), json!(200));
-    results.insert("msg".into(), json!("success"));
+    succeeded(&mut results);
     results.insert("time".into(), json!(now_ms()));
     Json::Object(results)
+}
+
+/// `"ok": true, "code": 200, "msg": "success"`, after what is in `m`.
+fn succeeded(m: &mut Map<String, Json>) {
+    m.insert("ok".into(), Json::Bool(true));
+    m.insert("code".into(), json!(200));
+    m.insert("msg".into(), json!("success"));
+}
+
+/// The bytes of [`success`]'s members after the results, up to `time`'s value.
+pub(crate) const SUCCEEDED_UNTIL_TIME: &[u8] =
+    b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
+
+/// The members of an answer's object that is a count (a HEAD object, a written object).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Envelopes;
+
+impl apijet_exec::sink::Envelope for Envelopes {
+    fn counted(&self, count: u64) -> Map<String, Json> {
+        let mut m = Map::new();
+        succeeded(&mut m);
+        m.insert("count".into(), json!(count));
+        m
+    }
 }
 
 /// An error answer: `ok:false`, the code and the message.

@@ -7,8 +7,7 @@
 //! `x-apijet-statements` header.
 
 use crate::stream::{close_answer, send_chunk, Chunk, CHUNK};
-use apijet_exec::read::ItemSink;
-use apijet_exec::sink::SinkError;
+use apijet_exec::sink::{ItemSink, SinkError};
 use bytes::{BufMut, BytesMut};
 use serde_json::Value as Json;
 use tokio::sync::mpsc;

@@ -307,11 +307,11 @@ fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, 
     };
     let req = Request::from_map(map.clone()).map_err(|e| PlanError::Invalid(e.to_string()))?;
     let member = &req.root.members[0];
-    let mut resolve = |_: &str| Some(json!(1));
+    let mut resolve = |_: apijet_plan::ValueSource<'_>| Some(json!(1));
     match &member.node {
         Node::Table(t) => {
             let plan = TablePlan::new(t, ctx)?;
-            Ok(plan.select(&mut resolve)?.map(|s| (s, vec![plan])))
+            Ok(plan.select(&[], &mut resolve)?.map(|s| (s, vec![plan])))
         }
         Node::Array(a) => {
             let tables: Vec<(&str, &TableObject)> = a
@@ -325,7 +325,7 @@ fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, 
                 .collect();
             let (main_key, main) = tables[0];
             let plan = TablePlan::new(main, ctx)?;
-            let Some(mut select) = plan.select(&mut resolve)? else {
+            let Some(mut select) = plan.select(&[], &mut resolve)? else {
                 return Ok(None);
             };
             let mut vices = Vec::new();
@@ -334,7 +334,7 @@ fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, 
                     continue;
                 };
                 let vice_plan = TablePlan::new(vice, ctx)?;
-                let Some(vice_select) = vice_plan.select_without_refs()? else {
+                let Some(vice_select) = vice_plan.select_without_refs(&[])? else {
                     return Ok(None);
                 };
                 if carries_vice_rows(spec.kind) {
@@ -344,7 +344,7 @@ fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, 
                 merge_vice_clauses(&mut select, &vice_plan);
                 vices.push(vice_plan);
             }
-            admit_joined(&select, &plan, &vices)?;
+            admit_joined(&select, &plan, &vices.iter().collect::<Vec<_>>())?;
             vices.insert(0, plan);
             Ok(Some((select, vices)))
         }
