@@ -11,8 +11,6 @@ mod metrics;
 mod observe;
 mod openapi;
 mod pipeline;
-mod read;
-mod snapshot;
 mod templates;
 
 use clap::{Parser, Subcommand};

@@ -31,7 +31,7 @@ fn reply(s: &AppState, r: Result<Json, ApiError>) -> Response {
     match r {
         Ok(v) => json_response(&v),
         Err(e) => {
-            let mut r = json_response(&s.failure(&e));
+            let mut r = json_response(&s.pipeline.failure(&e));
             if let Some(wait) = e.retry_after() {
                 r.headers_mut().insert(
                     header::RETRY_AFTER,
@@ -65,7 +65,7 @@ pub async fn register(State(s): State<Shared>, peer: Peer, body: Bytes) -> Respo
 pub async fn logout(State(s): State<Shared>, headers: HeaderMap) -> Response {
     let answer = match s.sessions.visitor(&headers) {
         Some(_) => apijet_response::success(serde_json::Map::new(), false),
-        None => s.failure(&not_logged_in()),
+        None => s.pipeline.failure(&not_logged_in()),
     };
     let mut r = json_response(&answer);
     if let Ok(v) = HeaderValue::from_str(&Sessions::clear_cookie()) {

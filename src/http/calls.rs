@@ -4,8 +4,10 @@
 
 use super::reply::send;
 use super::{accept, middleware};
-use crate::app::{Answer, AppState, Call};
+use crate::app::entry::Call;
+use crate::app::AppState;
 use crate::observe::Facts;
+use crate::pipeline::answer::Answer;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -176,7 +178,7 @@ pub async fn router_call(
             };
             s.answer(call, &mut facts).await
         }
-        Err(e) => Answer::Json(s.failure(&e)),
+        Err(e) => Answer::Json(s.pipeline.failure(&e)),
     };
     send(&s, answer, facts).await
 }

@@ -21,13 +21,17 @@ type Shared = Arc<AppState>;
 /// tables.
 pub async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
     let answer = match s.sessions.visitor(&headers) {
-        None => s.failure(&not_logged_in()),
-        Some(v) if !s.admins.contains(&v.id) => s.failure(&ApiError::Plan(PlanError::Forbidden(
-            "reload is only allowed to the admins listed in the configuration".into(),
-        ))),
+        None => s.pipeline.failure(&not_logged_in()),
+        Some(v) if !s.admins.contains(&v.id) => {
+            s.pipeline.failure(&ApiError::Plan(PlanError::Forbidden(
+                "reload is only allowed to the admins listed in the configuration".into(),
+            )))
+        }
         Some(_) => match s.reload().await {
             Ok(()) => apijet_response::success(serde_json::Map::new(), false),
-            Err(e) => s.failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
+            Err(e) => s
+                .pipeline
+                .failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
         },
     };
     json_response(&answer)
@@ -45,8 +49,11 @@ pub async fn ready(State(s): State<Shared>) -> Response {
         binds: Vec::new(),
     };
     let mut sink = apijet_exec::sink::CollectSink::new(&[]);
-    let checked =
-        tokio::time::timeout(Duration::from_secs(5), s.backend.fetch(&probe, &mut sink)).await;
+    let checked = tokio::time::timeout(
+        Duration::from_secs(5),
+        s.pipeline.backend.fetch(&probe, &mut sink),
+    )
+    .await;
     match checked {
         Ok(Ok(_)) => json_response(&apijet_response::success(serde_json::Map::new(), false)),
         Ok(Err(e)) => middleware::refusal(
@@ -78,14 +85,14 @@ fn metrics(s: &AppState, headers: &HeaderMap, token: &str) -> Response {
             return r;
         }
     }
-    let exec = apijet_exec::stats::snapshot(&s.backend);
+    let exec = apijet_exec::stats::snapshot(&s.pipeline.backend);
     (
         StatusCode::OK,
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(&exec),
+        s.pipeline.metrics.render(&exec),
     )
         .into_response()
 }
@@ -134,7 +141,7 @@ async fn openapi(State(s): State<Shared>) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        s.snapshot().openapi.clone(),
+        s.pipeline.snapshot().openapi.clone(),
     )
         .into_response()
 }

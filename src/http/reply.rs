@@ -2,8 +2,9 @@
 //! every call that reached the parser; a streamed answer waits for its first chunk, so that an
 //! error before any data is still an error envelope.
 
-use crate::app::{Answer, AppState};
+use crate::app::AppState;
 use crate::observe::Facts;
+use crate::pipeline::answer::Answer;
 use apijet_response::stream::Chunk;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -85,18 +86,20 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
         match rx.recv().await {
             Some(Chunk::Data(b)) => break b,
             Some(Chunk::Statements(n)) => statements = Some(n),
-            Some(Chunk::Fail(e)) => return with_facts(json_response(&state.failure(&e)), facts),
+            Some(Chunk::Fail(e)) => {
+                return with_facts(json_response(&state.pipeline.failure(&e)), facts)
+            }
             None => {
                 let e = apijet_response::ApiError::Unsupported(
                     "the list stream ended unexpectedly".into(),
                 );
-                return with_facts(json_response(&state.failure(&e)), facts);
+                return with_facts(json_response(&state.pipeline.failure(&e)), facts);
             }
         }
     };
     facts.code = 200;
     facts.statements = Some(statements.unwrap_or(1));
-    let metrics = Arc::clone(&state.metrics);
+    let metrics = Arc::clone(&state.pipeline.metrics);
     metrics.streamed_bytes(first.len() as u64);
     let rest = stream::unfold(rx, move |mut rx| {
         let metrics = Arc::clone(&metrics);

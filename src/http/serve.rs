@@ -34,7 +34,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         serve_metrics(listener, Arc::clone(&state), &cfg);
     }
     reload_on_sighup(Arc::clone(&state));
-    let engine = state.backend.engine().name();
+    let engine = state.pipeline.backend.engine().name();
     println!(
         "apijet listening on http://{addr}, serving {engine} database {}",
         redact(&cfg.db)
@@ -43,10 +43,10 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         header: Duration::from_millis(cfg.header_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
-        probe_clients: state.backend.engine() == apijet_core::Engine::Sqlite,
+        probe_clients: state.pipeline.backend.engine() == apijet_core::Engine::Sqlite,
     };
     let edge = Arc::new(Edge {
-        metrics: Arc::clone(&state.metrics),
+        metrics: Arc::clone(&state.pipeline.metrics),
         max_body: cfg.max_body_bytes,
         body_timeout: Duration::from_millis(cfg.body_timeout_ms),
         slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
@@ -69,7 +69,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         listener,
         app,
         limits,
-        Arc::clone(&state.metrics),
+        Arc::clone(&state.pipeline.metrics),
         super::accept::stop_signal(),
     )
     .await;

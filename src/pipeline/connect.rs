@@ -1,9 +1,10 @@
 //! Start-up: the primary and its read replicas, the demo dataset on a fresh SQLite file, the
 //! first snapshot, and the plan options the configuration sets.
 
+use super::snapshot::load_snapshot;
 use super::Pipeline;
 use crate::config::Config;
-use crate::snapshot::load_snapshot;
+use crate::metrics::Metrics;
 use apijet_core::Engine;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
@@ -40,6 +41,9 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
     );
     let snapshot = load_snapshot(&backend, cfg.debug, cfg.max_batch).await?;
+    let metrics = Arc::new(Metrics::new(
+        snapshot.schema.tables().map(|t| t.api_name.as_str()),
+    ));
     let backend = Arc::new(backend);
     let ids = match cfg.instance_id {
         Some(id) => IdGenerator::for_instance(id)?,
@@ -63,6 +67,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         snapshot: ArcSwap::from_pointee(snapshot),
         ids,
         max_batch: cfg.max_batch,
+        metrics,
     })
 }
 

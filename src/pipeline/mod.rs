@@ -1,13 +1,18 @@
 //! What every request through the stages shares: the database (the primary and its read
 //! replicas) with its dialect, the snapshot of what the database says the API is, the plan
-//! options, and the ids of inserted rows. The request entry (`crate::app`) and the features
-//! around the pipeline (accounts, `/router` templates, `/crud`) read and write through it.
+//! options, the ids of inserted rows and the counters. The request entry (`crate::app`) and
+//! the features around the pipeline (accounts, `/router` templates, `/crud`) read and write
+//! through it: [`read`] runs the plan of a request's shape, [`write`] the writes that are not
+//! the request entry's own.
 
+pub mod answer;
 mod connect;
+pub mod read;
+pub mod snapshot;
 mod write;
 
 use crate::config::Config;
-use crate::snapshot::{load_snapshot, Snapshot};
+use crate::metrics::Metrics;
 use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::WriteQueue;
@@ -23,6 +28,7 @@ use apijet_response::{failure, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
 use serde_json::{Map, Value as Json};
+use snapshot::{load_snapshot, Snapshot};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -41,6 +47,8 @@ pub struct Pipeline {
     pub max_batch: usize,
     /// Group commit of single-row inserts, when on.
     queue: Option<WriteQueue>,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Pipeline {

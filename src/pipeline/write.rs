@@ -1,8 +1,8 @@
 //! Writes: a single-row POST through the write queue, and the writes the server makes itself
 //! for the account endpoints and sign-ups.
 
+use super::snapshot::Snapshot;
 use super::Pipeline;
-use crate::snapshot::Snapshot;
 use apijet_core::{Method, Visitor};
 use apijet_exec::write::{single_insert, single_insert_answer, write};
 use apijet_plan::verify::ExistenceCheck;

@@ -44,6 +44,9 @@ mod exposure;
 mod openapi;
 mod ops;
 
+// The source tree.
+mod layout;
+
 // In a real browser.
 mod apiauto;
 mod console;

@@ -1,7 +1,9 @@
 //! Reads: the plan of the request's shape (kept in the snapshot), run into the writer of the
 //! answer's form.
 
-use crate::app::{spawn_producer, Answer, AppState, Snapshot, STREAM_CHANNEL};
+use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
+use super::snapshot::Snapshot;
+use super::Pipeline;
 use crate::observe::Facts;
 use apijet_core::{Method, Visitor};
 use apijet_exec::read::{run, ReadEnv};
@@ -14,7 +16,7 @@ use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-impl AppState {
+impl Pipeline {
     /// Answers a GET, HEAD, GETS or HEADS whose body passed its checks.
     pub(crate) async fn read(
         self: &Arc<Self>,

@@ -30,7 +30,7 @@ fn report(warnings: &[String]) {
     }
 }
 
-pub(crate) async fn load_snapshot(
+pub(super) async fn load_snapshot(
     backend: &Backend,
     debug: bool,
     max_batch: usize,
