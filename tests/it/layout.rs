@@ -1,6 +1,6 @@
-//! The source tree keeps its shape: no two files of a crate import each other, directly or
-//! around a circle, so that every dependency inside a crate points one way (as between the
-//! crates, where Cargo enforces it).
+//! The source tree keeps its shape: no files of a crate import each other, directly or around
+//! a circle, so that every dependency inside a crate points one way (as between the crates,
+//! where Cargo enforces it).
 //!
 //! A file's imports are read from its text: `crate::…`, `super::…`, `self::…` paths and the
 //! names of its own child modules, resolved to the file of the deepest module they name.
@@ -348,7 +348,7 @@ fn circles(edges: &Edges) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn no_two_files_of_a_crate_import_each_other() {
+fn no_files_of_a_crate_import_each_other_around_a_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
     for krate in crates(root) {
