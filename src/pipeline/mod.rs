@@ -7,7 +7,7 @@
 
 pub mod answer;
 mod connect;
-pub mod read;
+mod read;
 pub mod snapshot;
 mod write;
 
@@ -38,13 +38,13 @@ pub struct Pipeline {
     /// Read replicas for GET and HEAD (none: everything on `backend`).
     replicas: Vec<Arc<Backend>>,
     next_replica: AtomicUsize,
-    pub dialect: Box<dyn Dialect>,
+    dialect: Box<dyn Dialect>,
     snapshot: ArcSwap<Snapshot>,
     pub options: PlanOptions,
     /// Ids for inserted rows.
-    pub ids: IdGenerator,
+    ids: IdGenerator,
     /// Most rows in one batch write.
-    pub max_batch: usize,
+    max_batch: usize,
     /// Group commit of single-row inserts, when on.
     queue: Option<WriteQueue>,
     /// Counters for `/metrics`.
