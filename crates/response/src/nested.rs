@@ -1,7 +1,7 @@
 //! The writer of a streamed nested list: items (JSON values built by `exec`, one at a time) go
 //! into the answer's bytes as they come, encoded exactly as the buffered answer encodes them.
 //!
-//! `exec` decides when the bytes may leave (see `apijet_exec::read::read_nested`): until then
+//! `exec` decides when the bytes may leave (see `apijet_exec::read`, nested lists): until then
 //! they stay here, so a refusal found meanwhile is still an error envelope. When the answer
 //! ends before any byte left, the statement count goes first ([`Chunk::Statements`]) for the
 //! `x-apijet-statements` header.

@@ -23,6 +23,20 @@ fn schema() -> SchemaCache {
     let roles = vec![Role::Unknown, Role::Login, Role::Owner];
     let mut s = SchemaCache::new();
     s.insert(Table {
+        api_name: "User".into(),
+        sql_name: "apijson_user".into(),
+        columns: [("id", Int), ("name", Text)]
+            .iter()
+            .map(|(name, kind)| Column {
+                name: (*name).into(),
+                kind: *kind,
+            })
+            .collect(),
+        access: Some(std::array::from_fn(|_| roles.clone())),
+        debug_only: false,
+        system: false,
+    });
+    s.insert(Table {
         api_name: "Moment".into(),
         sql_name: "Moment".into(),
         columns: [
@@ -237,4 +251,23 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
     let first = cache.plan(&login, &inputs).expect("plan");
     let second = cache.plan(&login, &inputs).expect("plan");
     assert!(Arc::ptr_eq(&first, &second) && cache.len() == 1);
+}
+
+#[test]
+fn a_plan_names_the_tables_it_reads_and_its_shape() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let (req, _) = request(&json!({
+        "Moment": {"userId{}@": {"from": "User", "User": {"@column": "id", "name$": "a%"}}},
+        "[]": {"count": 2, "Moment": {"id>": 1}}
+    }));
+    let plan = ReadPlan::build(&req, &inputs).expect("plan");
+    assert_eq!(plan.tables(), ["Moment", "User"]);
+    assert_eq!(plan.shape(), &ShapeKey::of(&req, Method::Get, false));
 }

@@ -101,6 +101,12 @@ impl ArrayPlan {
         Ok(Some(select))
     }
 
+    /// The statements its page's statement is made of: the main object's, then each joined
+    /// object's.
+    pub fn plans(&self) -> impl Iterator<Item = &TablePlan> {
+        std::iter::once(&self.main.table).chain(self.joins.iter().map(|j| &j.vice))
+    }
+
     /// The count of the rows `select` (from [`ArrayPlan::select`]) pages through.
     pub fn count_select(&self, select: &Select) -> Select {
         let wrap = self.paging.compat

@@ -64,7 +64,7 @@ impl PlanCache {
         }
         let plan = Arc::new(ReadPlan::build(req, inputs)?);
         if !plan.visitor_bound && !plan.has_errors {
-            self.put(key, Arc::clone(&plan));
+            self.put(plan.shape().clone(), Arc::clone(&plan));
         }
         Ok(plan)
     }

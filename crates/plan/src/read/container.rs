@@ -155,9 +155,28 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Records what a statement's plan tells about the whole read.
+    /// Records what a statement's plan tells about the whole read: the tables it reads (its
+    /// subqueries' too), and whether it holds the visitor's own values.
     pub(super) fn note(&mut self, plan: &TablePlan) {
         self.tables.insert(plan.table.api_name.clone());
+        let subqueries = plan
+            .from
+            .iter()
+            .map(|s| &**s)
+            .chain(plan.conds.iter().filter_map(|c| match &c.operand {
+                crate::Operand::Subquery(s, _) => Some(&**s),
+                _ => None,
+            }));
+        let mut sql_names = BTreeSet::new();
+        for s in subqueries {
+            read_tables(s, &mut sql_names);
+        }
+        let schema = self.inputs.schema;
+        for name in sql_names {
+            if let Some(t) = schema.tables().find(|t| t.sql_name == name) {
+                self.tables.insert(t.api_name.clone());
+            }
+        }
         if plan.role_filter.is_some() || plan.owner_reach.is_some() {
             self.visitor_bound = true;
         }
@@ -378,4 +397,35 @@ impl<'a> Builder<'a> {
             object.and_then(|t| self.object(&t, &join(container, "__currentUser"), depth, true));
         Some(self.kept(plan))
     }
+}
+
+/// The SQL names of the schema tables `s` reads, in its sources, joins and the subqueries of
+/// its conditions (nested no deeper than planning allowed).
+fn read_tables<'s>(s: &'s Select, out: &mut BTreeSet<&'s str>) {
+    use crate::query::{Pred, Source};
+    fn source<'s>(src: &'s Source, out: &mut BTreeSet<&'s str>) {
+        match src {
+            Source::Table(t) => {
+                out.insert(t.as_str());
+            }
+            Source::Select(s) => read_tables(s, out),
+            Source::Catalog(_) => {}
+        }
+    }
+    fn pred<'s>(p: &'s Pred, out: &mut BTreeSet<&'s str>) {
+        match p {
+            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|p| pred(p, out)),
+            Pred::Not(p) => pred(p, out),
+            Pred::InSelect(_, s) | Pred::CmpSelect(_, _, _, s) | Pred::Exists(s) => {
+                read_tables(s, out)
+            }
+            _ => {}
+        }
+    }
+    source(&s.source, out);
+    for j in &s.joins {
+        source(&j.source, out);
+        pred(&j.on, out);
+    }
+    s.filter.iter().chain(&s.having).for_each(|p| pred(p, out));
 }

@@ -83,6 +83,7 @@ pub struct ReadPlan {
     /// The plan holds a part that could not be planned, kept as its error.
     pub has_errors: bool,
     tables: Vec<String>,
+    shape: ShapeKey,
 }
 
 impl ReadPlan {
@@ -104,14 +105,22 @@ impl ReadPlan {
             visitor_bound: builder.visitor_bound || role_bound(req, inputs),
             has_errors: builder.has_errors,
             tables: builder.tables.into_iter().collect(),
+            shape: ShapeKey::of(req, inputs.method, inputs.visitor.is_some()),
         };
         plan.mode = plan.choose_mode(req, inputs.options);
         Ok(plan)
     }
 
-    /// The API names of the tables the read's statements read (subqueries' tables included).
+    /// The API names of the tables the read's statements read (subqueries' tables included,
+    /// catalogue views not): what a change must touch to change the answer.
     pub fn tables(&self) -> &[String] {
         &self.tables
+    }
+
+    /// The shape the plan was made for: every request with this key runs this plan with its
+    /// own values.
+    pub fn shape(&self) -> &ShapeKey {
+        &self.shape
     }
 
     /// The object of a [`Mode::Point`] read, with its answer key.
