@@ -75,7 +75,7 @@ pub(super) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
         trusted: false,
     };
     let plan = TablePlan::new(t, &ctx)?;
-    Ok(plan.select(&mut |_| None)?.expect("a statement"))
+    Ok(plan.select(&[], &mut |_| None)?.expect("a statement"))
 }
 
 #[track_caller]
