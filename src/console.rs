@@ -58,9 +58,9 @@ async fn favicon() -> Response {
 
 /// `GET /console/schema.json`: what the schema panel shows.
 async fn schema(State(state): State<Arc<AppState>>) -> Response {
-    let snapshot = state.snapshot();
+    let snapshot = state.pipeline.snapshot();
     let tables = snapshot.schema.tables().map(|t| t.as_ref());
-    let body = schema_document(tables, state.options.debug);
+    let body = schema_document(tables, state.pipeline.options.debug);
     (
         [
             (header::CONTENT_TYPE, "application/json; charset=utf-8"),

@@ -1,8 +1,9 @@
 //! `/crud`: several objects, each under the method its root declaration gives it, in one call.
 
-use crate::app::{Answer, AppState, Snapshot};
+use crate::pipeline::answer::Answer;
+use crate::pipeline::snapshot::Snapshot;
+use crate::pipeline::Pipeline;
 use apijet_core::{Method, Visitor};
-use apijet_exec::read::read;
 use apijet_exec::write::write_in;
 use apijet_plan::verify::verify;
 use apijet_plan::PlanError;
@@ -10,86 +11,84 @@ use apijet_request::Request;
 use apijet_response::{success, ApiError};
 use serde_json::{Map, Value as Json};
 
-impl AppState {
-    /// `/crud`: each object runs as the method its root declaration gives it (`@post`,
-    /// `@gets`…; undeclared objects are GETs), verified against its own `Request` row. The
-    /// writes run first, in one transaction; the reads follow and see them.
-    pub(crate) async fn crud(
-        &self,
-        map: Map<String, Json>,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-    ) -> Result<Answer, ApiError> {
-        let (declared, objects) = crud_parts(map)?;
-        // Every part is verified and parsed before anything runs, so a bad part refuses the
-        // whole call with nothing written.
-        let mut writes = Vec::new();
-        let mut reads = Vec::new();
-        for (key, value) in objects {
-            let (method, tag, extra) = declared
-                .iter()
-                .find(|(k, ..)| *k == key)
-                .map(|(_, m, t, e)| (*m, t.clone(), e.clone()))
-                .unwrap_or((Method::Get, key.clone(), Map::new()));
-            let mut body = extra;
-            body.insert("tag".into(), Json::String(tag));
-            body.insert(key.clone(), value);
-            if method.is_query() {
-                let map = if method.is_public() {
-                    body
-                } else {
-                    self.verify(method, body, snapshot)?
-                };
-                reads.push((key, method, Request::from_map(map)?));
-                continue;
-            }
-            let verified = verify(method, body, &snapshot.rules)?;
-            let req = Request::from_map(verified.request)?;
-            writes.push((key, method, req, verified.checks));
+/// `/crud`: each object runs as the method its root declaration gives it (`@post`, `@gets`…;
+/// undeclared objects are GETs), verified against its own `Request` row. The writes run first,
+/// in one transaction; the reads follow and see them.
+pub async fn crud(
+    pipeline: &Pipeline,
+    map: Map<String, Json>,
+    visitor: Option<&Visitor>,
+    snapshot: &Snapshot,
+) -> Result<Answer, ApiError> {
+    let (declared, objects) = crud_parts(map)?;
+    // Every part is verified and parsed before anything runs, so a bad part refuses the
+    // whole call with nothing written.
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
+    for (key, value) in objects {
+        let (method, tag, extra) = declared
+            .iter()
+            .find(|(k, ..)| *k == key)
+            .map(|(_, m, t, e)| (*m, t.clone(), e.clone()))
+            .unwrap_or((Method::Get, key.clone(), Map::new()));
+        let mut body = extra;
+        body.insert("tag".into(), Json::String(tag));
+        body.insert(key.clone(), value);
+        if method.is_query() {
+            let map = if method.is_public() {
+                body
+            } else {
+                pipeline.verify(method, body, snapshot)?
+            };
+            reads.push((key, method, Request::from_map(map)?));
+            continue;
         }
-        let mut answers: Vec<(String, Json)> = Vec::new();
-        if !writes.is_empty() {
-            // One transaction for every write, whatever its method; never the write queue,
-            // whose group commit would make a POST outlive a later part that fails.
-            let mut tx = self.backend.begin().await?;
-            let mut failed = None;
-            let mut written = Vec::new();
-            for (key, method, req, checks) in &writes {
-                let env = self.write_env(*method, visitor, snapshot, false);
-                match write_in(&mut tx, req, checks, &env).await {
-                    Ok(mut results) => {
-                        written.extend(env.written.take());
-                        if let Some(v) = results.remove(key) {
-                            answers.push((key.clone(), v));
-                        }
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => {
-                    tx.commit().await?;
-                    apijet_exec::write::WriteWatch::committed(&*self.live, &written);
-                }
-                Some(e) => {
-                    let _ = tx.rollback().await;
-                    return Err(e.into());
-                }
-            }
-        }
-        for (key, method, req) in reads {
-            // After the writes of the same call: the primary, which has them.
-            let env = self.read_env(&self.backend, method, visitor, snapshot);
-            let mut results = read(&req, &env).await?.results;
-            if let Some(v) = results.remove(&key) {
-                answers.push((key, v));
-            }
-        }
-        Ok(Answer::Json(success(answers.into_iter().collect(), false)))
+        let verified = verify(method, body, &snapshot.rules)?;
+        let req = Request::from_map(verified.request)?;
+        let plan = pipeline.plan_write(&req, &verified.checks, method, visitor, snapshot, false)?;
+        writes.push((key, plan));
     }
+    let mut answers: Vec<(String, Json)> = Vec::new();
+    if !writes.is_empty() {
+        // One transaction for every write, whatever its method; never the write queue,
+        // whose group commit would make a POST outlive a later part that fails.
+        let mut tx = pipeline.backend.begin().await?;
+        let mut failed = None;
+        let env = pipeline.write_env(visitor, snapshot);
+        for (key, plan) in &writes {
+            match write_in(&mut tx, plan, &env).await {
+                Ok(mut results) => {
+                    if let Some(v) = results.remove(key) {
+                        answers.push((key.clone(), v));
+                    }
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => {
+                tx.commit().await?;
+                writes.iter().for_each(|(_, plan)| pipeline.told(plan));
+            }
+            Some(e) => {
+                let _ = tx.rollback().await;
+                return Err(e.into());
+            }
+        }
+    }
+    for (key, method, req) in reads {
+        // After the writes of the same call: the primary, which has them.
+        let mut results = pipeline
+            .read_members(req, method, visitor, snapshot)
+            .await?;
+        if let Some(v) = results.remove(&key) {
+            answers.push((key, v));
+        }
+    }
+    Ok(Answer::Json(success(answers.into_iter().collect(), false)))
 }
 
 type Declaration = (String, Method, String, Map<String, Json>);

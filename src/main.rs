@@ -1,24 +1,18 @@
 //! apijet: an APIJSON server. See README.md.
 
-mod account;
+mod accounts;
 mod anonymous;
 mod app;
 mod config;
 mod console;
 mod crud;
-mod demo;
-mod edge;
 mod http;
 mod live;
-mod login_limit;
 mod metrics;
 mod observe;
 mod openapi;
-mod point;
-mod router;
-mod server;
-mod session;
-mod snapshot;
+mod pipeline;
+mod templates;
 
 use clap::{Parser, Subcommand};
 
@@ -134,7 +128,11 @@ fn main() -> ExitCode {
                 let cfg = config::Config::load(config.as_deref(), flags)?;
                 http::serve(cfg).await
             }
-            Command::Demo { db, force } => app::load_demo(&db, force).await,
+            Command::Demo { db, force } => {
+                apijet_demo::load(&db, force).await?;
+                println!("demo dataset loaded into {db}");
+                Ok(())
+            }
             Command::Bench(args) => apijet_bench::run(*args).await,
             Command::LiveTriggers {
                 db,

@@ -1,9 +1,34 @@
-//! What a request tells the logs and metrics beyond its answer: the tables it names.
+//! What a request tells the access log and the metrics beyond its answer: the [`Facts`] the
+//! request entry and the HTTP handlers gather, the tables it names, the rows it answered.
 
-use crate::edge::Facts;
 use crate::metrics::Metrics;
 use apijet_request::is_table_key;
 use serde_json::{Map, Value as Json};
+use std::time::Duration;
+
+/// What the pipeline learned about a request, for the access log and metrics; handlers put it
+/// in the response's extensions.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// The APIJSON code of the answer.
+    pub code: u16,
+    /// The `table` metrics label: the first table the request names.
+    pub table: Option<usize>,
+    /// Every table the request names, comma-separated; filled only when the access log is on.
+    pub tables: Option<String>,
+    /// SQL statements run.
+    pub statements: Option<usize>,
+    /// Rows answered, when known.
+    pub rows: Option<u64>,
+    /// Parsing the body.
+    pub parse: Option<Duration>,
+    /// Planning a streamed list (its database time follows the headers).
+    pub plan: Option<Duration>,
+    /// Planning and running a buffered read.
+    pub exec: Option<Duration>,
+    /// Serializing a buffered answer.
+    pub encode: Option<Duration>,
+}
 
 /// The tables a request names, for metrics (the first) and the access log (all of them,
 /// only when it is on).

@@ -4,26 +4,32 @@
 //! The parts, around the pipeline rather than in it:
 //! - [`registry`]: open subscriptions. Identical ones (same method, request and visitor) share
 //!   one result; results of one shape are refetched together.
+//!   A subscription is keyed by its read's plan shape (`ReadPlan::shape`) and its slot values.
 //! - [`schedule`]: when to refetch. Writes mark the tables they changed (this instance's
-//!   writes through [`Live::committed`], other instances' through [`notify`] on PostgreSQL);
-//!   a shape whose reads depend on a marked table is refetched, never more than once per
-//!   `live_interval_ms`; without marks, `live_poll_ms` refetches anyway (MariaDB, SQLite).
-//! - [`refetch`]: the one seam that turns the subscriptions of one shape into one answer each.
+//!   through the pipeline's [`Changes`](crate::pipeline::changes::Changes), told from each
+//!   write plan once it committed; other instances' through [`notify`] on PostgreSQL); a shape
+//!   whose plan depends on a marked table (`ReadPlan::dependencies`) is refetched, never more
+//!   than once per `live_interval_ms`; without marks, `live_poll_ms` refetches anyway (MariaDB,
+//!   SQLite), and a read the clock or chance decides, every interval.
+//! - [`refetch`]: the one seam that turns the subscriptions of one shape into one answer each,
+//!   through the pipeline's read of a plan (the plan of the shape kept in the snapshot).
 //! - [`stream`]: the event stream of one subscriber: ids, `Last-Event-ID`, heartbeats, JSON
 //!   patches, the end of a login, shutdown.
-//! - [`routes`]: the HTTP handlers.
+//! - [`subscribe`]: a new subscription, after the HTTP edge (`http/subscribe.rs`) read it.
 
 mod answer;
 mod multiplex;
 pub mod notify;
 mod patch;
 mod refetch;
-mod registry;
-pub mod routes;
+pub mod registry;
 mod schedule;
 mod stream;
+pub mod subscribe;
 
 use crate::config::Config;
+use crate::pipeline::changes::EVERY_TABLE;
+use crate::pipeline::Pipeline;
 use apijet_core::Engine;
 use registry::Registry;
 use std::collections::BTreeSet;
@@ -48,6 +54,8 @@ pub struct LiveSettings {
     pub max_per_visitor: usize,
     /// Most reads of refetches running at once.
     pub concurrency: usize,
+    /// The statement timeout of the reads of visitors who are not logged in (zero: none).
+    pub anonymous_timeout: Duration,
 }
 
 impl LiveSettings {
@@ -67,6 +75,7 @@ impl LiveSettings {
             max_open: cfg.live_max_subscriptions,
             max_per_visitor: cfg.live_max_per_visitor,
             concurrency: cfg.live_concurrency.max(1),
+            anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
         }
     }
 }
@@ -74,12 +83,15 @@ impl LiveSettings {
 /// Live answers of one instance.
 pub struct Live {
     pub settings: LiveSettings,
+    /// The reads run through it; its writes tell what they changed.
+    pipeline: Arc<Pipeline>,
     registry: Arc<Registry>,
-    /// Tables written since the scheduler last looked (`*`: every table).
+    /// Tables other instances and programs wrote since the scheduler last looked (`*`: every
+    /// table).
     marks: Mutex<BTreeSet<String>>,
     /// Tables written by this instance, for the other instances (PostgreSQL).
     outgoing: Mutex<BTreeSet<String>>,
-    /// Wakes the scheduler: marks arrived, or a shape was added.
+    /// Wakes the scheduler: marks arrived from elsewhere, or a shape was added.
     wake: Notify,
     /// Wakes the notifier: tables to tell the other instances about.
     tell: Notify,
@@ -89,15 +101,17 @@ pub struct Live {
     stop: watch::Sender<bool>,
 }
 
-/// Every table: what a change of the schema, a reload or a lost notification marks.
-const EVERY_TABLE: &str = "*";
-
 impl Live {
-    /// Live answers with `settings`; nothing runs until [`Live::start`].
-    pub fn new(settings: LiveSettings, engine: Engine) -> Live {
+    /// Live answers with `settings` over `pipeline`; nothing runs until [`Live::start`].
+    pub fn new(settings: LiveSettings, pipeline: Arc<Pipeline>) -> Live {
+        let engine = pipeline.backend.engine();
+        if settings.enabled {
+            pipeline.changes.follow();
+        }
         Live {
             announce: settings.enabled && engine == Engine::Postgres,
             settings,
+            pipeline,
             registry: Arc::new(Registry::default()),
             marks: Mutex::new(BTreeSet::new()),
             outgoing: Mutex::new(BTreeSet::new()),
@@ -108,14 +122,13 @@ impl Live {
     }
 
     /// Starts the scheduler and, on PostgreSQL, the notifier.
-    pub fn start(state: &Arc<crate::app::AppState>) {
-        let live = &state.live;
-        if !live.settings.enabled {
+    pub fn start(self: &Arc<Self>) {
+        if !self.settings.enabled {
             return;
         }
-        tokio::spawn(schedule::run(Arc::clone(state)));
-        if live.announce {
-            tokio::spawn(notify::run(Arc::clone(state)));
+        tokio::spawn(schedule::run(Arc::clone(self)));
+        if self.announce {
+            tokio::spawn(notify::run(Arc::clone(self)));
         }
     }
 
@@ -142,11 +155,16 @@ impl Live {
         self.mark([EVERY_TABLE]);
     }
 
+    /// Every table marked since the last look: by other instances and programs, and by this
+    /// instance's writes.
     fn take_marks(&self) -> BTreeSet<String> {
-        self.marks
+        let mut marks = self
+            .marks
             .lock()
             .map(|mut m| std::mem::take(&mut *m))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        marks.extend(self.take_local());
+        marks
     }
 
     fn take_outgoing(&self) -> BTreeSet<String> {
@@ -155,19 +173,20 @@ impl Live {
             .map(|mut m| std::mem::take(&mut *m))
             .unwrap_or_default()
     }
-}
 
-impl apijet_exec::write::WriteWatch for Live {
-    fn committed(&self, tables: &[String]) {
-        if !self.settings.enabled || tables.is_empty() {
-            return;
-        }
-        self.mark(tables.iter().map(String::as_str));
+    /// The tables this instance's writes changed since the last look, told to the other
+    /// instances too (PostgreSQL).
+    fn take_local(&self) -> BTreeSet<String> {
+        let local = self.pipeline.changes.take();
         if self.announce {
-            if let Ok(mut out) = self.outgoing.lock() {
-                out.extend(tables.iter().cloned());
+            let written: Vec<&String> = local.iter().filter(|t| *t != EVERY_TABLE).collect();
+            if !written.is_empty() {
+                if let Ok(mut out) = self.outgoing.lock() {
+                    out.extend(written.into_iter().cloned());
+                }
+                self.tell.notify_one();
             }
-            self.tell.notify_one();
         }
+        local
     }
 }

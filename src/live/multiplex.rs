@@ -1,11 +1,10 @@
-//! Subscriptions of one shape, refetched as one read: the narrow multiplexing that stands in
-//! until the planner's `ReadPlan` gives every read a shape with value slots (issue 18). Then
-//! the root level's slots become a table of subscriber values joined into each statement, for
-//! any request; here one form of request is covered, the one a live view of a record takes:
+//! Subscriptions of one plan shape, refetched as one read: a narrow multiplexing, for the form
+//! of request a live view of a record takes (a general one would join the root level's slot
+//! values into each statement as a table of values):
 //!
-//! - a GET whose first member is a table object chosen by `"id": value`, the one value that
-//!   differs between the subscriptions of a shape (everything else, the visitor included, is
-//!   the same);
+//! - a GET whose first member is a table object chosen by `"id": value`, whose slot is the one
+//!   value that differs between the subscriptions read together (everything else, the other
+//!   slots' values and the visitor included, is the same);
 //! - followed only by table objects and arrays (a record's author, its comments), which may
 //!   refer to it and to each other.
 //!
@@ -15,21 +14,21 @@
 //! item becoming the answer of its subscriptions. What cannot be told apart this way (two rows
 //! of one id, an item near a budget, a failed read) is read alone, as its GET is.
 //!
-//! The request is rewritten for the array, not planned here: references to the root's members
-//! (`"userId@": "Moment/userId"`) become references into the item (`"[]/Moment/userId"`), and
-//! the read's limits grow with the number of items (each item within the request's own).
+//! The request is rewritten for the array and planned as any read is: references to the root's
+//! members (`"userId@": "Moment/userId"`) become references into the item
+//! (`"[]/Moment/userId"`), and the read's limits grow with the number of items (each item
+//! within the request's own).
 
 use super::answer::Written;
 use super::registry::{Query, Shared};
-use crate::app::AppState;
+use super::Live;
 use apijet_core::Method;
-use apijet_exec::read::read;
-use apijet_plan::reads::Reads;
-use apijet_request::{is_table_key, Request};
+use apijet_plan::read::{Dependencies, Mode, ReadInputs, ReadPlan};
+use apijet_request::{is_table_key, Node, Request, TableEntry};
 use apijet_response::success;
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Subscriptions read together at most: the `IN` list of the first statement.
 const CHUNK: usize = 1000;
@@ -37,18 +36,32 @@ const CHUNK: usize = 1000;
 /// The key of the array the subscriptions become items of.
 const ITEMS: &str = "[]";
 
-/// The value a shape's key holds in place of the varying `id`.
-const SLOT: &str = "\u{0}slot\u{0}";
-
-/// The shape of a query that can be multiplexed, or `None`.
-pub fn shape(query: &Query) -> Option<String> {
-    let (first, _) = slot(query)?;
-    let mut map = query.map.clone();
-    if let Some(Json::Object(t)) = map.get_mut(&first) {
-        t.insert("id".into(), Json::String(SLOT.into()));
+/// What the subscriptions read together share, and the query's own `id`: `None` when the
+/// query is not of the form read together. The subscriptions of one plan shape share the
+/// request but for their values; those whose values differ only in the first object's `id`
+/// slot (and that have the same visitor) are read together.
+fn together_key(query: &Query) -> Option<(String, Json)> {
+    let (first, id) = slot(query)?;
+    let at = id_slot(&query.req)?;
+    if query.values.get(at) != Some(&id) {
+        return None;
     }
-    let body = serde_json::to_string(&map).ok()?;
-    Some(format!("together\u{0}{:?}\u{0}{body}", query.visitor))
+    id_key(&id)?;
+    let mut others = query.values.clone();
+    others[at] = Json::Null;
+    let others = serde_json::to_string(&others).ok()?;
+    Some((format!("{:?}\u{0}{first}\u{0}{others}", query.visitor), id))
+}
+
+/// The slot of the first member's plain `id` condition in a request's shape.
+fn id_slot(req: &Request) -> Option<usize> {
+    let Node::Table(t) = &req.root.members.first()?.node else {
+        return None;
+    };
+    t.entries.iter().find_map(|e| match e {
+        TableEntry::Slot { key, slot } if key.raw == "id" => Some(*slot),
+        _ => None,
+    })
 }
 
 /// The first member's key and its `id`, when the query has the form this module reads
@@ -156,90 +169,85 @@ fn together(query: &Query, first: &str, ids: &[Json]) -> Map<String, Json> {
 pub struct Together {
     /// The results it could not answer: each is read alone.
     pub alone: Vec<usize>,
-    /// What the reads depended on.
-    pub reads: Reads,
+    /// What the plans it ran depend on.
+    pub deps: Dependencies,
     /// How many reads ran.
     pub ran: usize,
 }
 
-/// Reads the results of one shape together, a chunk of them per read, each chunk a task of
-/// its own (so that chunks use every core) as `permits` allow; each answer is published as
-/// soon as its chunk is read.
+/// Reads the results of one shape together, one group of results that differ only in their
+/// first object's `id` at a time, a chunk of a group per read, each chunk a task of its own (so
+/// that chunks use every core) as `permits` allow; each answer is published as soon as its
+/// chunk is read.
 pub async fn read_together(
-    state: &Arc<AppState>,
+    live: &Arc<Live>,
     results: &Arc<[Arc<Shared>]>,
     permits: &Arc<tokio::sync::Semaphore>,
 ) -> Together {
-    let Some((first, _)) = results.first().and_then(|r| slot(&r.query)) else {
-        return Together {
-            alone: (0..results.len()).collect(),
-            reads: Reads::default(),
-            ran: 0,
-        };
-    };
     let mut alone = Vec::new();
-    let mut indexed: Vec<(usize, Json)> = Vec::with_capacity(results.len());
+    let mut groups: HashMap<String, Vec<(usize, Json)>> = HashMap::new();
     for (i, r) in results.iter().enumerate() {
-        match slot(&r.query) {
-            Some((_, id)) => indexed.push((i, id)),
+        match together_key(&r.query) {
+            Some((key, id)) => groups.entry(key).or_default().push((i, id)),
             None => alone.push(i),
         }
     }
-    let first: Arc<str> = first.into();
-    let tasks = indexed.chunks(CHUNK).map(|chunk| {
-        let (state, results, permits, first) = (
-            Arc::clone(state),
-            Arc::clone(results),
-            Arc::clone(permits),
-            Arc::clone(&first),
-        );
-        let chunk = chunk.to_vec();
+    let mut chunks: Vec<Vec<(usize, Json)>> = Vec::new();
+    for (_, group) in groups {
+        if group.len() < 2 {
+            alone.extend(group.iter().map(|(i, _)| *i));
+            continue;
+        }
+        chunks.extend(group.chunks(CHUNK).map(<[_]>::to_vec));
+    }
+    let tasks = chunks.iter().map(|chunk| {
+        let (live, results, permits) = (Arc::clone(live), Arc::clone(results), Arc::clone(permits));
+        let chunk = chunk.clone();
         tokio::spawn(async move {
             let _permit = permits.acquire().await;
-            read_chunk(&state, &results, &first, &chunk).await
+            read_chunk(&live, &results, &chunk).await
         })
     });
-    let chunks = futures_util::future::join_all(tasks.collect::<Vec<_>>()).await;
-    let mut all = Reads::default();
-    let ran = chunks.len();
-    for (chunk, done) in indexed.chunks(CHUNK).zip(chunks) {
+    let done = futures_util::future::join_all(tasks.collect::<Vec<_>>()).await;
+    let mut deps = Dependencies::default();
+    let ran = done.len();
+    for (chunk, done) in chunks.iter().zip(done) {
         match done {
-            Ok((unanswered, reads)) => {
+            Ok((unanswered, d)) => {
                 alone.extend(unanswered);
-                all.merge(&reads);
+                deps.merge(&d);
             }
             // The task failed: its results are read alone.
             Err(_) => alone.extend(chunk.iter().map(|(i, _)| *i)),
         }
     }
-    Together {
-        alone,
-        reads: all,
-        ran,
-    }
+    Together { alone, deps, ran }
 }
 
 /// One chunk read together: publishes what it could answer; returns the rest and what the
-/// read depended on.
+/// read's plan depends on.
 async fn read_chunk(
-    state: &AppState,
+    live: &Live,
     results: &[Arc<Shared>],
-    first: &str,
     chunk: &[(usize, Json)],
-) -> (Vec<usize>, Reads) {
+) -> (Vec<usize>, Dependencies) {
     let ids: Vec<Json> = chunk.iter().map(|(_, id)| id.clone()).collect();
     let query = &results[chunk[0].0].query;
-    let (answer, reads) = read_items(state, query, first, &ids).await;
     let mut unanswered = Vec::new();
+    let Some((first, _)) = slot(query) else {
+        unanswered.extend(chunk.iter().map(|(i, _)| *i));
+        return (unanswered, Dependencies::default());
+    };
+    let (answer, deps) = read_items(live, query, &first, &ids).await;
     let Some(items) = answer else {
         unanswered.extend(chunk.iter().map(|(i, _)| *i));
-        return (unanswered, reads);
+        return (unanswered, deps);
     };
     // Two rows of one id may have taken the place of another id's row in the page.
     let shared_ids = items.values().any(Option::is_none);
     for (i, id) in chunk {
         let answer = match id_key(id).and_then(|k| items.get(&k)) {
-            Some(Some(item)) => within_budget(state, item),
+            Some(Some(item)) => within_budget(live, item),
             // No row: the first-child rule answers nothing but the envelope.
             None if !shared_ids => Some(Written::of(success(Map::new(), false))),
             // Two items of one id: only the item's own read can tell.
@@ -252,31 +260,34 @@ async fn read_chunk(
             None => unanswered.push(*i),
         }
     }
-    (unanswered, reads)
+    (unanswered, deps)
 }
 
 /// The answer of one item as its GET gives it, unless it is near a budget of one answer:
 /// the read together counted its budgets over every item, so such an item is read alone.
-fn within_budget(state: &AppState, item: &Map<String, Json>) -> Option<Written> {
+fn within_budget(live: &Live, item: &Map<String, Json>) -> Option<Written> {
     let answer = success(item.clone(), false);
-    let opts = &state.options;
+    let opts = &live.pipeline.options;
     let rows = crate::observe::rows_in(&answer, 0) as usize;
     let written = Written::of(answer);
     (rows * 2 <= opts.max_rows && written.text.len() * 2 <= opts.max_answer_bytes)
         .then_some(written)
 }
 
-/// One read of `ids` as array items: the items by their id (`None` for an id two items
-/// share), or `None` when the read failed.
+/// The items read together, by their id (`None` for an id two items share).
+type Items = HashMap<IdKey, Option<Map<String, Json>>>;
+
+/// One read of `ids` as array items: the items by their id, or `None` when the read failed;
+/// and what its plan depends on.
 async fn read_items(
-    state: &AppState,
+    live: &Live,
     query: &Query,
     first: &str,
     ids: &[Json],
-) -> (Option<HashMap<IdKey, Option<Map<String, Json>>>>, Reads) {
-    let reads = Mutex::new(Reads::default());
+) -> (Option<Items>, Dependencies) {
+    let pipeline = &live.pipeline;
     let map = together(query, first, ids);
-    let mut options = state.options.clone();
+    let mut options = pipeline.options.clone();
     let n = ids.len();
     options.max_count = options.max_count.max(n as u64);
     options.expr.max_list_items = options.expr.max_list_items.max(n);
@@ -284,31 +295,46 @@ async fn read_items(
     options.max_rows = options.max_rows.saturating_mul(n);
     options.max_answer_bytes = options.max_answer_bytes.saturating_mul(n);
     let visitor = query.visitor.as_ref();
+    let mut deps = Dependencies::default();
     let run = async {
-        let req = Request::from_map(map).ok()?;
-        let snapshot = state.snapshot();
-        let reader = state.reader(Method::Get);
-        let mut env = state.read_env(reader, Method::Get, visitor, &snapshot);
-        env.options = &options;
-        env.reads = Some(&reads);
-        read(&req, &env).await.ok()
+        let (req, values) = pipeline.shape_of(map).ok()?;
+        let snapshot = pipeline.snapshot();
+        let inputs = ReadInputs {
+            schema: &snapshot.schema,
+            options: &options,
+            method: Method::Get,
+            visitor,
+        };
+        // Planned for these budgets, not kept: a general read, whose answer is split below.
+        let mut plan = ReadPlan::build(&req, &inputs).ok()?;
+        plan.mode = Mode::General;
+        deps = plan.dependencies().clone();
+        pipeline
+            .read_whole(&plan, &values, visitor, Some(&options))
+            .await
+            .ok()
     };
-    let mut watch = apijet_exec::cancel::current();
-    if visitor.is_none() {
-        watch = watch.with_timeout(state.anonymous.timeout, "anonymous_statement_timeout_ms");
+    let watch = apijet_exec::cancel::current().with_timeout(
+        match visitor {
+            None => live.settings.anonymous_timeout,
+            Some(_) => std::time::Duration::ZERO,
+        },
+        "anonymous_statement_timeout_ms",
+    );
+    let answer = apijet_exec::cancel::watched(watch, run).await;
+    let Some(Json::Object(mut answer)) = answer else {
+        return (None, deps);
+    };
+    if answer.get("code").and_then(Json::as_u64) != Some(200) {
+        return (None, deps);
     }
-    let outcome = apijet_exec::cancel::watched(watch, run).await;
-    let reads = reads.into_inner().unwrap_or_else(|e| e.into_inner());
-    let Some(mut outcome) = outcome else {
-        return (None, reads);
-    };
-    let mut items: HashMap<IdKey, Option<Map<String, Json>>> = HashMap::new();
-    if let Some(Json::Array(list)) = outcome.results.remove(ITEMS) {
+    let mut items: Items = HashMap::new();
+    if let Some(Json::Array(list)) = answer.remove(ITEMS) {
         for item in list {
             let Json::Object(item) = item else { continue };
             let Some(key) = item.get(first).and_then(|t| t.get("id")).and_then(id_key) else {
                 // The first object answers no id (`@column` left it out): nothing to split by.
-                return (None, reads);
+                return (None, deps);
             };
             match items.get_mut(&key) {
                 Some(seen) => *seen = None,
@@ -318,7 +344,7 @@ async fn read_items(
             }
         }
     }
-    (Some(items), reads)
+    (Some(items), deps)
 }
 
 #[cfg(test)]
@@ -327,21 +353,36 @@ mod tests {
     use serde_json::json;
 
     fn query(v: Json) -> Query {
+        let map = v.as_object().cloned().unwrap_or_default();
+        let mut req = Request::from_map(map.clone()).expect("a request");
+        let limits = apijet_plan::PlanOptions::default().expr;
+        let values = apijet_plan::shape::take_values(&mut req, &limits).expect("values");
         Query {
             method: Method::Get,
-            map: v.as_object().cloned().unwrap_or_default(),
+            shape: apijet_plan::read::ShapeKey::of(&req, Method::Get, false),
+            map,
             visitor: None,
+            req,
+            values,
         }
     }
 
     #[test]
-    fn the_shape_leaves_out_only_the_first_objects_id() {
+    fn subscriptions_that_differ_only_in_the_first_objects_id_are_read_together() {
         let a = query(json!({"Moment": {"id": 1}, "User": {"id@": "Moment/userId"}}));
         let b = query(json!({"Moment": {"id": 2}, "User": {"id@": "Moment/userId"}}));
         let c =
             query(json!({"Moment": {"id": 2}, "User": {"id@": "Moment/userId", "@column": "id"}}));
-        assert_eq!(shape(&a), shape(&b));
-        assert_ne!(shape(&a), shape(&c));
+        let d = query(json!({"Moment": {"id": 2, "userId": 3}}));
+        let e = query(json!({"Moment": {"id": 2, "userId": 4}}));
+        assert_eq!(a.shape, b.shape);
+        assert_ne!(a.shape, c.shape);
+        let key = |q: &Query| together_key(q).map(|(k, _)| k);
+        assert_eq!(key(&a), key(&b));
+        assert_eq!(together_key(&b).map(|(_, id)| id), Some(json!(2)));
+        // One shape, but another value than the id's differs.
+        assert_eq!(d.shape, e.shape);
+        assert_ne!(key(&d), key(&e));
         // Forms it does not read together.
         for other in [
             json!({"Moment": {"userId": 1}}),
@@ -350,7 +391,7 @@ mod tests {
             json!({"Moment": {"id": 1}, "[]": {"User": {}}}),
             json!({"[]": {"Moment": {"id": 1}}}),
         ] {
-            assert_eq!(shape(&query(other.clone())), None, "{other}");
+            assert_eq!(key(&query(other.clone())), None, "{other}");
         }
     }
 

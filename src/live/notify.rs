@@ -6,7 +6,7 @@
 //! (it marked them already). After the listening connection broke, every table is marked:
 //! notifications sent meanwhile are lost.
 
-use crate::app::AppState;
+use super::Live;
 use apijet_core::{Engine, Value};
 use apijet_exec::sink::CollectSink;
 use apijet_exec::{Backend, DbRole, DbUrl};
@@ -22,12 +22,12 @@ pub const CHANNEL: &str = "apijet_live";
 const PAYLOAD_BYTES: usize = 6000;
 
 /// Tells and hears, until shutdown.
-pub async fn run(state: Arc<AppState>) {
+pub async fn run(live: Arc<Live>) {
     let from = instance_name();
-    let mut stop = state.live.stop.subscribe();
+    let mut stop = live.stop.subscribe();
     tokio::select! {
-        () = tell(&state, &from) => {}
-        () = hear(&state, &from) => {}
+        () = tell(&live, &from) => {}
+        () = hear(&live, &from) => {}
         _ = stop.wait_for(|s| *s) => {}
     }
 }
@@ -62,8 +62,7 @@ fn payloads(from: &str, tables: impl IntoIterator<Item = String>) -> Vec<String>
 
 /// Sends what this instance wrote, coalesced: writes that commit while one notification is on
 /// its way go together in the next.
-async fn tell(state: &AppState, from: &str) {
-    let live = &state.live;
+async fn tell(live: &Live, from: &str) {
     loop {
         live.tell.notified().await;
         let tables = live.take_outgoing();
@@ -73,7 +72,7 @@ async fn tell(state: &AppState, from: &str) {
                 binds: vec![Value::Text(CHANNEL.into()), Value::Text(payload)],
             };
             let mut sink = CollectSink::new(&[]);
-            if let Err(e) = state.backend.fetch(&stmt, &mut sink).await {
+            if let Err(e) = live.pipeline.backend.fetch(&stmt, &mut sink).await {
                 tracing::warn!("cannot tell the other instances what was written: {e}");
             }
         }
@@ -81,8 +80,8 @@ async fn tell(state: &AppState, from: &str) {
 }
 
 /// Listens, and marks what the others (and the triggers) wrote; reconnects after a failure.
-async fn hear(state: &AppState, from: &str) {
-    let Backend::Postgres(pg) = &*state.backend else {
+async fn hear(live: &Live, from: &str) {
+    let Backend::Postgres(pg) = &*live.pipeline.backend else {
         return std::future::pending().await;
     };
     let mut wait = Duration::from_millis(250);
@@ -91,7 +90,7 @@ async fn hear(state: &AppState, from: &str) {
             Ok(mut listener) => {
                 wait = Duration::from_millis(250);
                 // Whatever was written while no one listened is unknown.
-                state.live.mark_all();
+                live.mark_all();
                 while let Some(payload) = listener.payloads.recv().await {
                     let Ok(v) = serde_json::from_str::<serde_json::Value>(&payload) else {
                         continue;
@@ -100,9 +99,7 @@ async fn hear(state: &AppState, from: &str) {
                         continue;
                     }
                     if let Some(tables) = v["tables"].as_array() {
-                        state
-                            .live
-                            .mark(tables.iter().filter_map(serde_json::Value::as_str));
+                        live.mark(tables.iter().filter_map(serde_json::Value::as_str));
                     }
                 }
             }

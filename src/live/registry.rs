@@ -3,8 +3,12 @@
 
 use super::answer::{LiveAnswer, Written};
 use super::LiveSettings;
+use crate::pipeline::Pipeline;
 use apijet_core::{Method, Visitor};
-use apijet_plan::reads::Reads;
+use apijet_plan::read::{Dependencies, ShapeKey};
+use apijet_plan::shape::Slots;
+use apijet_request::Request;
+use apijet_response::ApiError;
 use serde_json::{Map, Value as Json};
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -18,18 +22,58 @@ use tokio::sync::watch;
 pub struct Query {
     /// GET, GETS, HEAD or HEADS.
     pub method: Method,
-    /// The request body.
+    /// The request body as sent.
     pub map: Map<String, Json>,
     /// Who asks.
     pub visitor: Option<Visitor>,
+    /// The request's shape (its condition values in slots), verified by its `Request`
+    /// structure for GETS and HEADS when it was subscribed.
+    pub req: Request,
+    /// Its condition values, slot by slot.
+    pub values: Slots,
+    /// The key of its plan: the results of one shape are refetched together.
+    pub shape: ShapeKey,
 }
 
+/// What a result is kept under: identical subscriptions (one shape, the same values, the same
+/// visitor) share one result.
+pub type ResultKey = (ShapeKey, String);
+
 impl Query {
-    /// The identity of a result: subscriptions with the same key get the same answers.
-    pub fn key(&self) -> String {
-        let body = serde_json::to_string(&self.map).unwrap_or_default();
+    /// The query of `map` read as `method` by `visitor`; refused as its read would be refused
+    /// for a body that is no request or, for GETS and HEADS, fails its `Request` structure.
+    pub fn new(
+        pipeline: &Pipeline,
+        method: Method,
+        map: Map<String, Json>,
+        visitor: Option<Visitor>,
+    ) -> Result<Query, ApiError> {
+        let verified = match method {
+            Method::Gets | Method::Heads => {
+                pipeline.verify(method, map.clone(), &pipeline.snapshot())?
+            }
+            _ => map.clone(),
+        };
+        let (req, values) = pipeline.shape_of(verified)?;
+        let shape = ShapeKey::of(&req, method, visitor.is_some());
+        Ok(Query {
+            method,
+            map,
+            visitor,
+            req,
+            values,
+            shape,
+        })
+    }
+
+    /// The key of its result.
+    pub fn key(&self) -> ResultKey {
+        let values = serde_json::to_string(&self.values).unwrap_or_default();
         // Everything the token carries decides what the visitor sees.
-        format!("{}\u{0}{:?}\u{0}{body}", self.method, self.visitor)
+        (
+            self.shape.clone(),
+            format!("{:?}\u{0}{values}", self.visitor),
+        )
     }
 }
 
@@ -106,7 +150,10 @@ impl Shared {
 /// The results of one shape, refetched together.
 struct Shape {
     results: Vec<Arc<Shared>>,
-    reads: Reads,
+    /// What its plan depends on.
+    deps: Dependencies,
+    /// The values of one of its results make it depend on the clock or chance.
+    volatile: bool,
     last_started: Instant,
     dirty: bool,
     running: bool,
@@ -114,14 +161,14 @@ struct Shape {
 
 struct Entry {
     shared: Arc<Shared>,
-    shape: String,
+    shape: ShapeKey,
     streams: usize,
 }
 
 #[derive(Default)]
 struct Inner {
-    results: HashMap<String, Entry>,
-    shapes: HashMap<String, Shape>,
+    results: HashMap<ResultKey, Entry>,
+    shapes: HashMap<ShapeKey, Shape>,
     holders: HashMap<Holder, usize>,
     open: usize,
     /// When each table was last marked (`*`: every table), so that a shape registered after
@@ -166,7 +213,7 @@ impl Drop for Seat {
 /// One stream's hold on its result: dropping it ends the subscription.
 pub struct Subscription {
     registry: Arc<Registry>,
-    key: String,
+    key: ResultKey,
     patch: bool,
     _seat: Seat,
 }
@@ -203,12 +250,10 @@ pub struct Joining {
     pub seat: Seat,
     /// What it asks.
     pub query: Query,
-    /// Its shape.
-    pub shape: String,
     /// Its first answer.
     pub written: Written,
-    /// What that answer read.
-    pub reads: Reads,
+    /// What its plan depends on.
+    pub deps: Dependencies,
     /// When that read started.
     pub read_at: Instant,
     /// It wants patches.
@@ -217,7 +262,7 @@ pub struct Joining {
 
 /// A shape whose refetch is due: its key and its results.
 pub struct Due {
-    pub shape: String,
+    pub shape: ShapeKey,
     pub results: Vec<Arc<Shared>>,
 }
 
@@ -254,18 +299,19 @@ impl Registry {
         let Joining {
             seat,
             query,
-            shape,
             written,
-            reads,
+            deps,
             read_at,
             patch,
         } = new;
         let key = query.key();
+        let shape = query.shape.clone();
+        let volatile = deps.volatile_with(&query.values);
         let mut inner = self.lock();
         let missed = inner
             .marked
             .iter()
-            .any(|(t, at)| *at >= read_at && (t == super::EVERY_TABLE || reads.depends_on(t)));
+            .any(|(t, at)| *at >= read_at && (t == super::EVERY_TABLE || deps.depends_on(t)));
         let (shared, fresh) = match inner.results.get_mut(&key) {
             Some(entry) => {
                 entry.streams += 1;
@@ -287,13 +333,15 @@ impl Registry {
                 );
                 let s = inner.shapes.entry(shape).or_insert_with(|| Shape {
                     results: Vec::new(),
-                    reads: Reads::default(),
+                    deps: Dependencies::default(),
+                    volatile: false,
                     last_started: read_at,
                     dirty: false,
                     running: false,
                 });
                 s.results.push(Arc::clone(&shared));
-                s.reads.merge(&reads);
+                s.deps.merge(&deps);
+                s.volatile |= volatile;
                 s.dirty |= missed;
                 (shared, None)
             }
@@ -327,7 +375,7 @@ impl Registry {
         }
         let every = marks.contains(super::EVERY_TABLE);
         for shape in inner.shapes.values_mut() {
-            if every || marks.iter().any(|t| shape.reads.depends_on(t)) {
+            if every || marks.iter().any(|t| shape.deps.depends_on(t)) {
                 shape.dirty = true;
             }
         }
@@ -342,7 +390,7 @@ impl Registry {
             if shape.running {
                 continue;
             }
-            let poll = if shape.reads.volatile {
+            let poll = if shape.volatile || shape.deps.volatile {
                 Some(settings.interval)
             } else {
                 settings.poll
@@ -369,14 +417,13 @@ impl Registry {
         (due, next)
     }
 
-    /// A refetch of `shape` ended; `reads` is what it read. What a shape depends on only
-    /// grows: a refetch that stopped early (a missing row, a failure) read fewer tables than
-    /// the next one may.
-    pub fn finished(&self, shape: &str, reads: &Reads) {
+    /// A refetch of `shape` ended; `deps` is what the plans it ran depend on (the rules may
+    /// have changed with a reload). What a shape depends on only grows.
+    pub fn finished(&self, shape: &ShapeKey, deps: &Dependencies) {
         let mut inner = self.lock();
         if let Some(s) = inner.shapes.get_mut(shape) {
             s.running = false;
-            s.reads.merge(reads);
+            s.deps.merge(deps);
         }
     }
 

@@ -4,14 +4,13 @@
 //! them share `live_concurrency` permits.
 
 use super::registry::{Due, Shared};
-use crate::app::AppState;
+use super::Live;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// The scheduler of one instance; ends on shutdown.
-pub async fn run(state: Arc<AppState>) {
-    let live = &state.live;
+pub async fn run(live: Arc<Live>) {
     let permits = Arc::new(Semaphore::new(live.settings.concurrency));
     let mut stop = live.stop.subscribe();
     // With no shape due the loop still looks once a second, so that the gauges of open
@@ -23,6 +22,7 @@ pub async fn run(state: Arc<AppState>) {
         let sleep_until = next.map_or(soon, |n| n.min(soon));
         tokio::select! {
             () = live.wake.notified() => {}
+            () = live.pipeline.changes.changed() => {}
             () = tokio::time::sleep_until(sleep_until) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
@@ -31,22 +31,21 @@ pub async fn run(state: Arc<AppState>) {
         let (due, at) = live.registry.due(now, &live.settings);
         next = at.map(tokio::time::Instant::from_std);
         let (open, shapes) = live.registry.counts();
-        state.metrics.live_counts(open, shapes);
+        live.pipeline.metrics.live_counts(open, shapes);
         for d in due {
-            tokio::spawn(refetch(Arc::clone(&state), d, Arc::clone(&permits)));
+            tokio::spawn(refetch(Arc::clone(&live), d, Arc::clone(&permits)));
         }
     }
 }
 
-async fn refetch(state: Arc<AppState>, due: Due, permits: Arc<Semaphore>) {
+async fn refetch(live: Arc<Live>, due: Due, permits: Arc<Semaphore>) {
     let started = Instant::now();
     let results: Arc<[Arc<Shared>]> = due.results.into();
-    let done = super::refetch::refetch(&state, &results, &permits).await;
-    state
+    let done = super::refetch::refetch(&live, &results, &permits).await;
+    live.pipeline
         .metrics
         .live_refetch(results.len(), done.ran, started.elapsed().as_secs_f64());
-    let live = &state.live;
-    live.registry.finished(&due.shape, &done.reads);
+    live.registry.finished(&due.shape, &done.deps);
     // It may be due again already (marked while it ran).
     live.wake.notify_one();
 }

@@ -16,6 +16,7 @@ mod demo_api;
 mod explain_statements;
 mod key_audit;
 mod nested_stream;
+mod plans_by_shape;
 mod protocol_expressions;
 mod protocol_joins;
 mod protocol_small;
@@ -43,6 +44,9 @@ mod demo_command;
 mod exposure;
 mod openapi;
 mod ops;
+
+// The source tree.
+mod layout;
 
 // Live answers (/subscribe).
 mod live_answers;

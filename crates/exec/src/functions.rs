@@ -253,6 +253,22 @@ pub fn call(
     Ok((!out.is_null()).then_some(out))
 }
 
+/// The results of the `k-()` functions of a statement, run before it with no row (§11):
+/// each call with its value (none: the condition is left out).
+pub fn pre_functions<'p>(
+    plan: &'p apijet_plan::TablePlan,
+    visitor: Option<&Visitor>,
+) -> Result<Vec<(&'p str, Option<Json>)>, ExecError> {
+    let empty = Map::new();
+    let mut out = Vec::new();
+    for c in &plan.conds {
+        if let apijet_plan::Operand::Function(f) = &c.operand {
+            out.push((f.as_str(), call(f, &empty, visitor)?));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

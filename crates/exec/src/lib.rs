@@ -1,8 +1,9 @@
 //! apijet-exec: runs planned statements on a backend and assembles the read results.
 //!
 //! The backends ([`Backend`]) hide the three drivers behind one `fetch(statement, sink)`; the
-//! [`read`] module walks a request tree the way the reference does (request order, references
-//! to earlier results, the first-child rule) and asks `plan` and `sql` for each statement.
+//! [`read`] module runs a read's plan (`apijet_plan::read::ReadPlan`) the way the reference
+//! reads (request order, references to earlier results, the first-child rule), binding each
+//! statement's values and rendering it with `sql`; [`write`] runs writes.
 
 #![deny(missing_docs)]
 
@@ -12,8 +13,6 @@ pub mod cell;
 mod functions;
 pub mod ids;
 mod introspect;
-mod list;
-pub mod point;
 mod procedure;
 pub mod queue;
 pub mod read;
@@ -23,8 +22,6 @@ pub mod write;
 
 pub use backend::{Backend, DbRole, DbUrl};
 pub use introspect::{kind_of, load_request_rules, load_schema};
-pub use list::{list_query, ListQuery};
-pub use point::{point_query, PointCache, PointQuery};
 
 use apijet_plan::PlanError;
 
@@ -93,4 +90,18 @@ pub enum ExecError {
     /// A construct refused at execution time.
     #[error("{0}")]
     Forbidden(String),
+}
+
+impl ExecError {
+    /// The database could not be reached, or the connection broke: another server may answer.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            ExecError::Connect(_)
+                | ExecError::Db {
+                    kind: DbErrorKind::Connection,
+                    ..
+                }
+        )
+    }
 }

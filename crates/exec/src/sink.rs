@@ -165,3 +165,83 @@ impl RowSink for CollectSink {
         self.over_budget = false;
     }
 }
+
+/// Where the items of an array go as they are built.
+pub trait ItemSink: Send {
+    /// Takes the next item.
+    fn item(&mut self, item: Json);
+
+    /// True when enough is buffered that [`ItemSink::flush`] should run.
+    fn wants_flush(&self) -> bool {
+        false
+    }
+
+    /// Hands buffered output on; may wait for the consumer.
+    fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
+        async { Ok(()) }
+    }
+}
+
+impl ItemSink for Vec<Json> {
+    fn item(&mut self, item: Json) {
+        self.push(item);
+    }
+}
+
+/// The form of a read's answer, as its plan chose it (`apijet_plan::read::Mode`).
+#[derive(Debug, Clone, Copy)]
+pub enum Form<'p> {
+    /// One object, whose row comes through [`RowSink`]: answered under `key`.
+    Object {
+        /// The answer key.
+        key: &'p str,
+        /// Output names answered as JSON.
+        json_outputs: &'p [String],
+    },
+    /// A list of rows, which come through [`RowSink`].
+    List {
+        /// The answer key of the list.
+        key: &'p str,
+        /// The table key wrapping each row of a `[]` list (`None` for `Table[]`).
+        wrap: Option<&'p str>,
+        /// Output names answered as JSON.
+        json_outputs: &'p [String],
+    },
+    /// A list of items, which come through [`ItemSink`].
+    Items {
+        /// The answer key of the list.
+        key: &'p str,
+    },
+    /// Any other answer: its members come whole, through [`AnswerSink::members`].
+    Members {
+        /// `format`: the keys in their formatted spelling.
+        format: bool,
+    },
+}
+
+/// Where a read's answer goes: `exec::read::run` opens it with the answer's form, then hands
+/// it the rows, the items or the members.
+pub trait AnswerSink<'p>: RowSink + ItemSink {
+    /// Called once, before anything else (again after [`RowSink::restart`]).
+    fn open(&mut self, form: Form<'p>);
+
+    /// The members of a general answer, in request order.
+    fn members(&mut self, results: Map<String, Json>);
+
+    /// The rows went past the answer's budget and the cursor was stopped there.
+    fn over_budget(&self) -> bool {
+        false
+    }
+
+    /// Bytes of the answer left: it cannot be started again on another database.
+    fn started(&self) -> bool {
+        false
+    }
+}
+
+/// The members the answer puts around a count, where an object of the answer is one (a HEAD
+/// object, a written object): `response` owns them, `exec` asks for them.
+pub trait Envelope: Send + Sync {
+    /// `{"ok": true, "code": 200, "msg": "success", "count": count}`.
+    fn counted(&self, count: u64) -> Map<String, Json>;
+}

@@ -160,49 +160,63 @@ pub fn visible_columns(table: &Table) -> Vec<&str> {
 
 /// OWNER, CONTACT and CIRCLE restrict which owner ids a request may name: an `id`/`userId`
 /// value outside the visitor's reach is refused (401) rather than silently matching nothing.
-pub(crate) fn check_owner_values(
-    table: &Table,
+/// The values are only known when the plan runs, so the plan keeps the reach.
+#[derive(Debug, Clone)]
+pub struct OwnerReach {
+    owner: String,
     role: Role,
-    ctx: &Ctx<'_>,
-    conds: &[crate::table::CondSpec],
-) -> Result<(), PlanError> {
-    use apijet_request::{Logic, Op};
-    let Some(visitor) = ctx.visitor else {
-        return Ok(());
+    method: apijet_core::Method,
+    table: String,
+    /// The owner ids the visitor may name.
+    ids: Vec<i64>,
+}
+
+/// The reach of `role` on `table` for the visitor of `ctx`; `None` when every owner id may be
+/// named.
+pub(crate) fn owner_reach(table: &Table, role: Role, ctx: &Ctx<'_>) -> Option<OwnerReach> {
+    let visitor = ctx.visitor?;
+    let owner = owner_column(table)?;
+    let mut ids = match role {
+        Role::Owner => Vec::new(),
+        Role::Contact | Role::Circle => visitor.contacts.clone(),
+        _ => return None,
     };
-    let Some(owner) = owner_column(table) else {
-        return Ok(());
-    };
-    let allowed = |id: i64| match role {
-        Role::Owner => id == visitor.id,
-        Role::Contact => visitor.contacts.contains(&id),
-        Role::Circle => id == visitor.id || visitor.contacts.contains(&id),
-        _ => true,
-    };
-    for c in conds {
-        if c.key.column != owner || c.key.logic != Logic::Default {
-            continue;
+    if role != Role::Contact {
+        ids.push(visitor.id);
+    }
+    Some(OwnerReach {
+        owner: owner.to_string(),
+        role,
+        method: ctx.method,
+        table: table.api_name.clone(),
+        ids,
+    })
+}
+
+impl OwnerReach {
+    /// Refuses the value of condition `c` (as bound) when it names an owner out of reach.
+    pub(crate) fn check(&self, c: &crate::cond::CondSpec, value: &Json) -> Result<(), PlanError> {
+        use apijet_request::{Logic, Op};
+        if c.key.column != self.owner || c.key.logic != Logic::Default {
+            return Ok(());
         }
-        let crate::table::Operand::Literal(v) = &c.operand else {
-            continue;
-        };
-        let ids: Vec<&Json> = match (c.key.op, v) {
+        let ids: Vec<&Json> = match (c.key.op, value) {
             (Op::Eq, v) => vec![v],
             (Op::In, Json::Array(items)) => items.iter().collect(),
-            _ => continue,
+            _ => return Ok(()),
         };
         for id in ids {
             let n = id
                 .as_i64()
                 .or_else(|| id.as_str().and_then(|s| s.parse().ok()));
-            if n.is_some_and(|n| !allowed(n)) {
+            if n.is_some_and(|n| !self.ids.contains(&n)) {
                 return Err(PlanError::AccessDenied {
-                    table: format!("{} = {id} of {}", owner, table.api_name),
-                    role,
-                    method: ctx.method,
+                    table: format!("{} = {id} of {}", self.owner, self.table),
+                    role: self.role,
+                    method: self.method,
                 });
             }
         }
+        Ok(())
     }
-    Ok(())
 }

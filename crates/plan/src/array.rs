@@ -1,7 +1,8 @@
 //! Array objects: paging keywords and SQL joins between the tables of one item (§4.1, §12).
 
+use crate::cond::Operand;
 use crate::query::{CmpOp, Expr, Ident, Join, JoinKind, Pred, Select, SelectItem, Source};
-use crate::table::{Operand, TablePlan};
+use crate::table::TablePlan;
 use crate::PlanError;
 use apijet_request::{ArrayObject, Op};
 use serde_json::Value as Json;
@@ -293,10 +294,10 @@ pub fn carry_vice_columns(main: &mut Select, prefix: &str, vice: &Select) {
 pub fn admit_joined(
     select: &Select,
     main: &TablePlan,
-    vices: &[TablePlan],
+    vices: &[&TablePlan],
 ) -> Result<(), PlanError> {
     let known: Vec<_> = std::iter::once(main)
-        .chain(vices)
+        .chain(vices.iter().copied())
         .map(TablePlan::known)
         .collect();
     crate::gate::admit_select(select, &known)

@@ -363,7 +363,7 @@ impl<'s, 'f> Walker<'s, 'f> {
                     nested: self.depth > 0,
                 })
             }
-            Expr::Alias(_) | Expr::Value(_) | Expr::Star | Expr::Raw(_) => Ok(()),
+            Expr::Alias(_) | Expr::Value(_) | Expr::Slot(_) | Expr::Star | Expr::Raw(_) => Ok(()),
             Expr::Func { args, .. } => args.iter().try_for_each(|a| self.expr(a, usage)),
             Expr::TextLength(x) | Expr::JsonLength(x) | Expr::Cast(x, _) | Expr::IsNull(x) => {
                 self.expr(x, usage)
@@ -415,13 +415,13 @@ impl<'s, 'f> Walker<'s, 'f> {
 /// A bound value (possibly cast by `@cast`): what a condition key's value becomes.
 fn is_bound(e: &Expr) -> bool {
     match e {
-        Expr::Value(_) => true,
-        Expr::Cast(inner, _) => matches!(**inner, Expr::Value(_)),
+        Expr::Value(_) | Expr::Slot(_) => true,
+        Expr::Cast(inner, _) => matches!(**inner, Expr::Value(_) | Expr::Slot(_)),
         _ => false,
     }
 }
 
 #[cfg(test)]
-pub(crate) mod hidden_columns;
+mod hidden_columns;
 #[cfg(test)]
 mod subquery_roles;

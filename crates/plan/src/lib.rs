@@ -10,26 +10,34 @@
 mod access;
 pub mod array;
 mod combine;
+mod cond;
 mod condition;
 mod expr;
 pub mod functions;
 pub mod gate;
 pub mod keywords;
+mod object;
 mod preds;
 pub mod procedure;
 pub mod query;
 pub mod raw;
-pub mod reads;
+pub mod read;
 pub mod schema;
 mod select_list;
+pub mod shape;
 mod table;
+pub mod template;
 pub mod verify;
 pub mod write;
+pub mod write_plan;
 
-pub use access::{lookup, owner_column, visible_columns};
+pub use access::{lookup, owner_column, visible_columns, OwnerReach};
 pub use combine::Combine;
+pub use cond::{CondSpec, Operand, Resolver, ValueSource};
 pub use condition::check_pattern_budget;
-pub use table::{plan_subquery, CondSpec, Operand, Resolver, TablePlan};
+pub use object::plan_subquery;
+pub use read::percent_decode;
+pub use table::TablePlan;
 
 use apijet_core::{Method, Role};
 use schema::SchemaCache;
@@ -158,7 +166,7 @@ pub struct Ctx<'a> {
 }
 
 /// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {
     /// The role may not use this method on this table, or no such table is served: both get
     /// this same answer, so that it does not tell which tables exist.

@@ -44,8 +44,8 @@ pub(crate) fn subquery_pred(
 
 pub(crate) fn cast_values(pred: Pred, t: CastType) -> Pred {
     match pred {
-        Pred::Cmp(l, op, Expr::Value(v)) => {
-            Pred::Cmp(l, op, Expr::Cast(Box::new(Expr::Value(v)), t))
+        Pred::Cmp(l, op, v @ (Expr::Value(_) | Expr::Slot(_))) => {
+            Pred::Cmp(l, op, Expr::Cast(Box::new(v), t))
         }
         other => other,
     }

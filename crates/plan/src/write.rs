@@ -4,10 +4,11 @@
 //! roles, references and every operator mean the same thing); this module decides which keys
 //! are values and which are conditions, and what the row of an insert holds.
 
-use crate::query::{Assign, Delete, Ident, Insert, Update};
-use crate::table::{Resolver, TablePlan};
-use crate::{access, Ctx, PlanError};
-use apijet_core::{Role, Value};
+use crate::cond::Resolver;
+use crate::query::{Assign, Delete, Ident, Update};
+use crate::table::TablePlan;
+use crate::{Ctx, PlanError};
+use apijet_core::Value;
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
 
@@ -27,29 +28,6 @@ pub struct ArrayEdit {
     pub add: bool,
     /// The elements.
     pub items: Vec<Json>,
-}
-
-/// A planned insert of one object (or one batch item).
-#[derive(Debug, Clone)]
-pub struct InsertRow {
-    /// Column names.
-    pub columns: Vec<String>,
-    /// Values, in column order.
-    pub values: Vec<Value>,
-    /// The id the row gets, answered to the client.
-    pub id: Option<Json>,
-}
-
-/// Builds the row of a POST object. `new_id` gives the id when the client gave none.
-pub fn insert_row(
-    obj: &TableObject,
-    ctx: &Ctx<'_>,
-    new_id: &mut dyn FnMut() -> i64,
-    resolve: Resolver<'_>,
-) -> Result<(TablePlan, InsertRow), PlanError> {
-    let plan = insert_plan(obj, ctx)?;
-    let row = insert_row_on(&plan, obj, ctx, new_id, resolve)?;
-    Ok((plan, row))
 }
 
 /// The plan of a POST object: its table, role and access, from its key and keywords only
@@ -79,126 +57,6 @@ pub fn insert_plan_inputs(obj: &TableObject) -> (&TableKey, Vec<(&str, &Json)>) 
         })
         .collect();
     (&obj.key, keywords)
-}
-
-/// Builds the row of a POST object on its [`insert_plan`].
-pub fn insert_row_on(
-    plan: &TablePlan,
-    obj: &TableObject,
-    ctx: &Ctx<'_>,
-    new_id: &mut dyn FnMut() -> i64,
-    resolve: Resolver<'_>,
-) -> Result<InsertRow, PlanError> {
-    let table = &plan.table;
-    let mut columns = Vec::new();
-    let mut values = Vec::new();
-    for e in &obj.entries {
-        match e {
-            TableEntry::Condition { key, value } if is_plain(key) => {
-                if table.column(&key.column).is_none() {
-                    return Err(PlanError::UnknownColumn {
-                        table: table.api_name.clone(),
-                        column: key.column.clone(),
-                    });
-                }
-                if value.is_null() {
-                    continue;
-                }
-                columns.push(key.column.clone());
-                values.push(Value::from_json(value));
-            }
-            TableEntry::RefCondition { key, path }
-                if is_plain(&ConditionKey {
-                    reference: false,
-                    ..key.clone()
-                }) =>
-            {
-                // A value from an object written earlier in the same request ("id@": "Privacy/id").
-                let value = resolve(path).filter(|v| !v.is_null()).ok_or_else(|| {
-                    PlanError::Invalid(format!(
-                        "POST {}: {} refers to {path}, which no earlier object of the request gives",
-                        obj.key.table, key.raw
-                    ))
-                })?;
-                if table.column(&key.column).is_none() {
-                    return Err(PlanError::UnknownColumn {
-                        table: table.api_name.clone(),
-                        column: key.column.clone(),
-                    });
-                }
-                columns.push(key.column.clone());
-                values.push(Value::from_json(&value));
-            }
-            TableEntry::Condition { key, .. }
-            | TableEntry::RefCondition { key, .. }
-            | TableEntry::SubqueryCondition { key, .. } => {
-                return Err(PlanError::Invalid(format!(
-                    "POST {}: {} is not a column name; an insert takes column:value pairs only",
-                    obj.key.table, key.raw
-                )))
-            }
-            TableEntry::Echo { key, .. } => {
-                return Err(PlanError::Invalid(format!(
-                    "POST {}: {key} has an object value",
-                    obj.key.table
-                )))
-            }
-            _ => {}
-        }
-    }
-    if let Some(owner) = access::owner_column(table).filter(|_| plan.role == Role::Owner) {
-        let visitor = ctx.visitor.ok_or(PlanError::NotLoggedIn)?;
-        match columns.iter().position(|c| c == owner) {
-            Some(i) => {
-                let given = values[i].to_json();
-                let n = given
-                    .as_i64()
-                    .or_else(|| given.as_str().and_then(|s| s.parse().ok()));
-                if n != Some(visitor.id) && owner != "id" {
-                    return Err(PlanError::AccessDenied {
-                        table: format!("{owner} = {given} of {}", table.api_name),
-                        role: Role::Owner,
-                        method: ctx.method,
-                    });
-                }
-            }
-            None if owner != "id" => {
-                columns.push(owner.to_string());
-                values.push(Value::Int(visitor.id));
-            }
-            None => {}
-        }
-    }
-    let mut id = None;
-    if let Some(i) = columns.iter().position(|c| c == "id") {
-        id = Some(values[i].to_json());
-    } else if table
-        .column("id")
-        .is_some_and(|c| c.kind == crate::schema::ColumnKind::Int)
-    {
-        let n = new_id();
-        columns.insert(0, "id".into());
-        values.insert(0, Value::Int(n));
-        id = Some(Json::from(n));
-    }
-    Ok(InsertRow {
-        columns,
-        values,
-        id,
-    })
-}
-
-/// One insert for many rows with the same columns (taken, not copied: a batch holds
-/// thousands of values).
-pub fn insert(plan: &TablePlan, rows: Vec<InsertRow>) -> Insert {
-    Insert {
-        table: Ident::new(plan.table.sql_name.clone()),
-        columns: rows
-            .first()
-            .map(|r| r.columns.iter().map(|c| Ident::new(c.clone())).collect())
-            .unwrap_or_default(),
-        rows: rows.into_iter().map(|r| r.values).collect(),
-    }
 }
 
 /// A planned PUT object.
@@ -385,7 +243,7 @@ fn write_filter(
     table: &str,
 ) -> Result<crate::query::Pred, PlanError> {
     let select = plan
-        .select(resolve)?
+        .select(&[], resolve)?
         .ok_or_else(|| PlanError::NothingChanged(table.to_string()))?;
     match select.filter {
         Some(f) => Ok(f),

@@ -60,6 +60,15 @@ pub enum TableEntry {
         /// The value as sent.
         value: Value,
     },
+    /// `column<op>: value` once the planner took its value out of the tree into the request's
+    /// slots (never made by parsing): requests that differ only in such values have the same
+    /// shape and share one plan, which binds each request's values.
+    Slot {
+        /// Parsed key.
+        key: ConditionKey,
+        /// The index of its value among the request's slot values.
+        slot: usize,
+    },
     /// `column<op>@: "path"` — a condition whose value comes from another object.
     RefCondition {
         /// Parsed key (with `reference` set).

@@ -2,13 +2,16 @@
 //!
 //! The codes follow protocol §9: 400 unparsable body, 401 not permitted, 403 forbidden
 //! construct, 406 bad key, value or limit, 407 not logged in, 408 timeout, 409 conflict,
-//! 415 wrong type, 500 everything else. Database failures caused by a client's value are
+//! 415 wrong type, 500 everything else; the account endpoints add the reference demo's 404
+//! (no such code or account), 412 (wrong code or password), 416 (amount out of range) and 429
+//! (too many failed attempts). Database failures caused by a client's value are
 //! answered as 400-class codes, never 500; the server's own faults keep 500 with a masked
 //! message outside debug mode.
 
 use apijet_exec::{DbErrorKind, ExecError};
 use apijet_plan::PlanError;
 use apijet_request::RequestError;
+use std::time::Duration;
 
 /// Any error of any stage.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +36,53 @@ pub enum ApiError {
     /// The client has too much under way already (the message names the setting).
     #[error("{0}")]
     TooManyRequests(String),
+    /// An account endpoint (codes, logins, passwords, balance) refused the call.
+    #[error(transparent)]
+    Account(#[from] AccountError),
+}
+
+/// Why an account endpoint refused a call: verification codes, logins, passwords, balances
+/// (the reference demo's codes). The endpoints raise it; [`ApiError::code`] maps it.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    /// A missing or malformed field.
+    #[error("{0}")]
+    Invalid(String),
+    /// No code was given, or no account has that phone.
+    #[error("{0}")]
+    NotFound(String),
+    /// Wrong code or password.
+    #[error("{0}")]
+    Mismatch(String),
+    /// The code has expired.
+    #[error("the verification code has expired: ask for a new one")]
+    Expired,
+    /// The new password equals the old one, or the balance changed meanwhile.
+    #[error("{0}")]
+    Conflict(String),
+    /// An amount out of range.
+    #[error("{0}")]
+    OutOfRange(String),
+    /// Refused by configuration, or the database lacks a table the endpoint needs.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Not logged in.
+    #[error("not logged in, or the login has expired: log in and try again")]
+    NotLoggedIn,
+    /// Too many wrong codes or passwords for this account or client address.
+    #[error(
+        "too many failed attempts for this account or from this address: try again in {} s \
+         (settings login_failures_per_phone, login_failures_per_address, login_lockout_secs)",
+        .0.as_secs().max(1)
+    )]
+    TooManyAttempts(Duration),
+    /// Too many failed logins for this phone or client address.
+    #[error(
+        "too many failed logins for this phone or address: try again in {} s (settings \
+         login_failures_per_phone, login_failures_per_address, login_lockout_secs)",
+        .0.as_secs().max(1)
+    )]
+    TooManyLogins(Duration),
 }
 
 impl From<PlanError> for Box<ApiError> {
@@ -71,6 +121,28 @@ impl ApiError {
             ApiError::UnknownMethod(_) => 406,
             ApiError::Unsupported(_) => 501,
             ApiError::TooManyRequests(_) => 429,
+            ApiError::Account(e) => match e {
+                AccountError::Invalid(_) => 406,
+                AccountError::NotFound(_) => 404,
+                AccountError::Mismatch(_) => 412,
+                AccountError::Expired => 408,
+                AccountError::Conflict(_) => 409,
+                AccountError::OutOfRange(_) => 416,
+                AccountError::Forbidden(_) => 403,
+                AccountError::NotLoggedIn => 407,
+                AccountError::TooManyAttempts(_) | AccountError::TooManyLogins(_) => 429,
+            },
+        }
+    }
+
+    /// How long the client should wait before trying again (HTTP `Retry-After`), for a
+    /// refusal that says.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::Account(
+                AccountError::TooManyAttempts(wait) | AccountError::TooManyLogins(wait),
+            ) => Some(*wait),
+            _ => None,
         }
     }
 
@@ -145,5 +217,38 @@ fn plan_code(e: &PlanError) -> u16 {
         PlanError::Conflict(_) => 409,
         PlanError::Missing(_) => 417,
         PlanError::NothingChanged(_) => 401,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn account_refusals_answer_the_demo_codes_and_say_how_long_to_wait() {
+        let wait = Duration::from_secs(30);
+        let cases: [(AccountError, u16); 9] = [
+            (AccountError::Invalid("phone".into()), 406),
+            (AccountError::NotFound("no code".into()), 404),
+            (AccountError::Mismatch("wrong code".into()), 412),
+            (AccountError::Expired, 408),
+            (AccountError::Conflict("same password".into()), 409),
+            (AccountError::OutOfRange("balance".into()), 416),
+            (AccountError::Forbidden("no Verify table".into()), 403),
+            (AccountError::TooManyAttempts(wait), 429),
+            (AccountError::TooManyLogins(wait), 429),
+        ];
+        for (refusal, code) in cases {
+            let waits = matches!(
+                refusal,
+                AccountError::TooManyAttempts(_) | AccountError::TooManyLogins(_)
+            );
+            let e = ApiError::from(refusal);
+            assert_eq!(e.code(), code, "{e}");
+            assert_eq!(e.retry_after(), waits.then_some(wait), "{e}");
+            // A refusal is the client's: its message is never masked.
+            assert_eq!(e.message(false), e.to_string());
+        }
+        assert_eq!(ApiError::TooManyRequests("busy".into()).retry_after(), None);
     }
 }

@@ -2,6 +2,7 @@
 
 #![deny(missing_docs)]
 
+pub mod answer;
 mod cell_json;
 mod error;
 mod format;
@@ -9,7 +10,7 @@ pub mod nested;
 pub mod object;
 pub mod stream;
 
-pub use error::ApiError;
+pub use error::{AccountError, ApiError};
 pub use format::format_keys;
 
 use serde_json::{json, Map, Value as Json};
@@ -28,19 +29,47 @@ pub fn success(mut results: Map<String, Json>, format: bool) -> Json {
     if format {
         results = format_keys(results);
     }
-    results.insert("ok".into(), Json::Bool(true));
-    results.insert("code".into(), json!(200));
-    results.insert("msg".into(), json!("success"));
+    succeeded(&mut results);
     results.insert("time".into(), json!(now_ms()));
     Json::Object(results)
 }
 
+/// `"ok": true, "code": 200, "msg": "success"`, after what is in `m`.
+fn succeeded(m: &mut Map<String, Json>) {
+    m.insert("ok".into(), Json::Bool(true));
+    m.insert("code".into(), json!(200));
+    m.insert("msg".into(), json!("success"));
+}
+
+/// The bytes of [`success`]'s members after the results, up to `time`'s value.
+pub(crate) const SUCCEEDED_UNTIL_TIME: &[u8] =
+    b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
+
+/// The members of an answer's object that is a count (a HEAD object, a written object).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Envelopes;
+
+impl apijet_exec::sink::Envelope for Envelopes {
+    fn counted(&self, count: u64) -> Map<String, Json> {
+        let mut m = Map::new();
+        succeeded(&mut m);
+        m.insert("count".into(), json!(count));
+        m
+    }
+}
+
 /// An error answer: `ok:false`, the code and the message.
 pub fn failure(err: &ApiError, debug: bool) -> Json {
+    refusal(err.code(), &err.message(debug))
+}
+
+/// The error answer of a refusal made before the APIJSON pipeline (an oversized or slow body,
+/// no such route, too many connections): its code is the HTTP status it goes out with.
+pub fn refusal(status: u16, msg: &str) -> Json {
     let mut m = Map::new();
     m.insert("ok".into(), Json::Bool(false));
-    m.insert("code".into(), json!(err.code()));
-    m.insert("msg".into(), json!(err.message(debug)));
+    m.insert("code".into(), json!(status));
+    m.insert("msg".into(), json!(msg));
     m.insert("time".into(), json!(now_ms()));
     Json::Object(m)
 }

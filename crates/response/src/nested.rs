@@ -1,14 +1,13 @@
 //! The writer of a streamed nested list: items (JSON values built by `exec`, one at a time) go
 //! into the answer's bytes as they come, encoded exactly as the buffered answer encodes them.
 //!
-//! `exec` decides when the bytes may leave (see `apijet_exec::read::read_nested`): until then
+//! `exec` decides when the bytes may leave (see `apijet_exec::read`, nested lists): until then
 //! they stay here, so a refusal found meanwhile is still an error envelope. When the answer
 //! ends before any byte left, the statement count goes first ([`Chunk::Statements`]) for the
 //! `x-apijet-statements` header.
 
 use crate::stream::{close_answer, send_chunk, Chunk, CHUNK};
-use apijet_exec::read::ItemSink;
-use apijet_exec::sink::SinkError;
+use apijet_exec::sink::{ItemSink, SinkError};
 use bytes::{BufMut, BytesMut};
 use serde_json::Value as Json;
 use tokio::sync::mpsc;

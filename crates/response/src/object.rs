@@ -66,7 +66,7 @@ impl<'a> ObjectSink<'a> {
             out.extend_from_slice(&self.object);
             out.push(b',');
         }
-        out.extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
+        out.extend_from_slice(crate::SUCCEEDED_UNTIL_TIME);
         out.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
         out.push(b'}');
         Bytes::from(out)

@@ -54,6 +54,8 @@ pub struct StreamSink {
     /// About how many bytes the rows made so far, against `max_bytes`.
     bytes: usize,
     max_bytes: usize,
+    /// Bytes left for the client.
+    sent: bool,
 }
 
 impl StreamSink {
@@ -91,12 +93,18 @@ impl StreamSink {
             rows: 0,
             bytes: 0,
             max_bytes,
+            sent: false,
         }
     }
 
     /// Rows written so far.
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Whether bytes have left: after that the answer can only be completed or aborted.
+    pub fn started(&self) -> bool {
+        self.sent
     }
 
     /// Writes the closing bytes and the envelope, and sends what is left.
@@ -113,7 +121,7 @@ pub(crate) fn close_answer(buf: &mut BytesMut, empty: bool, time_ms: u64) {
     } else {
         buf.extend_from_slice(b"],");
     }
-    buf.extend_from_slice(b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":");
+    buf.extend_from_slice(crate::SUCCEEDED_UNTIL_TIME);
     buf.extend_from_slice(itoa::Buffer::new().format(time_ms).as_bytes());
     buf.extend_from_slice(b"}");
 }
@@ -172,6 +180,7 @@ impl RowSink for StreamSink {
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
+        self.sent |= !self.buf.is_empty();
         send_chunk(&mut self.buf, &self.tx).await
     }
 }

@@ -14,7 +14,7 @@ mod dialect;
 mod render;
 
 pub use dialect::{dialect_for, Dialect, MySql, Postgres, Sqlite};
-pub use render::{render, render_delete, render_insert, render_update};
+pub use render::{render, render_delete, render_insert, render_template, render_update};
 
 use apijet_core::Value;
 

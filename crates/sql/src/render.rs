@@ -6,119 +6,10 @@ use crate::Statement;
 use apijet_core::Value;
 use apijet_plan::functions::{contains_aggregate, contains_window};
 use apijet_plan::query::{
-    ArithOp, Assign, Delete, Direction, Expr, Insert, Join, JoinKind, OrderItem, Pred, Quantifier,
-    Select, Source, Update,
+    ArithOp, Direction, Expr, Join, JoinKind, OrderItem, Pred, Quantifier, Select, Source,
 };
 use apijet_plan::schema::ColumnKind;
-
-/// Renders an INSERT of every row in one statement.
-pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
-    let mut w = Writer {
-        d: dialect,
-        binds: Vec::new(),
-    };
-    let mut sql = String::with_capacity(64 + insert.rows.len() * insert.columns.len() * 4);
-    sql.push_str("INSERT INTO ");
-    dialect.quote(insert.table.as_str(), &mut sql);
-    sql.push_str(" (");
-    for (i, c) in insert.columns.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        dialect.quote(c.as_str(), &mut sql);
-    }
-    sql.push_str(") VALUES ");
-    for (r, row) in insert.rows.iter().enumerate() {
-        sql.push_str(if r > 0 { ", (" } else { "(" });
-        for (i, v) in row.iter().enumerate() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            w.bind(v, &mut sql);
-        }
-        sql.push(')');
-    }
-    Statement {
-        sql,
-        binds: w.binds,
-    }
-}
-
-/// Renders an UPDATE.
-pub fn render_update(dialect: &dyn Dialect, update: &Update) -> Statement {
-    let mut w = Writer {
-        d: dialect,
-        binds: Vec::new(),
-    };
-    let mut sql = String::from("UPDATE ");
-    dialect.quote(update.table.as_str(), &mut sql);
-    sql.push_str(" SET ");
-    for (i, (col, assign)) in update.sets.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        let mut c = String::new();
-        dialect.quote(col.as_str(), &mut c);
-        sql.push_str(&c);
-        sql.push_str(" = ");
-        match assign {
-            Assign::Value(v) => w.bind(v, &mut sql),
-            Assign::Null => sql.push_str("NULL"),
-            Assign::Add(v) | Assign::Sub(v) => {
-                sql.push_str(&c);
-                sql.push_str(if matches!(assign, Assign::Add(_)) {
-                    " + "
-                } else {
-                    " - "
-                });
-                w.bind(v, &mut sql);
-            }
-            Assign::Append(v) => {
-                let mut ph = String::new();
-                w.bind(v, &mut ph);
-                dialect.concat(&c, &ph, &mut sql);
-            }
-            Assign::RemoveText(v) => {
-                sql.push_str("replace(");
-                sql.push_str(&c);
-                sql.push_str(", ");
-                w.bind(v, &mut sql);
-                sql.push_str(", '')");
-            }
-        }
-    }
-    sql.push_str(" WHERE ");
-    w.pred(&update.filter, &mut sql);
-    limit_write(dialect, update.limit, &mut sql);
-    Statement {
-        sql,
-        binds: w.binds,
-    }
-}
-
-/// Renders a DELETE.
-pub fn render_delete(dialect: &dyn Dialect, delete: &Delete) -> Statement {
-    let mut w = Writer {
-        d: dialect,
-        binds: Vec::new(),
-    };
-    let mut sql = String::from("DELETE FROM ");
-    dialect.quote(delete.table.as_str(), &mut sql);
-    sql.push_str(" WHERE ");
-    w.pred(&delete.filter, &mut sql);
-    limit_write(dialect, delete.limit, &mut sql);
-    Statement {
-        sql,
-        binds: w.binds,
-    }
-}
-
-fn limit_write(dialect: &dyn Dialect, limit: Option<u64>, sql: &mut String) {
-    if let (true, Some(n)) = (dialect.limits_writes(), limit) {
-        sql.push_str(" LIMIT ");
-        sql.push_str(&n.to_string());
-    }
-}
+use apijet_plan::template::{Bind, StatementText};
 
 /// Renders a SELECT for `dialect`.
 pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
@@ -130,21 +21,55 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
     w.select(select, &mut sql);
     Statement {
         sql,
+        binds: w.values(),
+    }
+}
+
+/// Renders a SELECT whose values are partly the request's slots ([`Expr::Slot`]): its text,
+/// written once for every request of its shape, and where each bind comes from.
+pub fn render_template(dialect: &dyn Dialect, select: &Select) -> StatementText {
+    let mut w = Writer {
+        d: dialect,
+        binds: Vec::new(),
+    };
+    let mut sql = String::with_capacity(256);
+    w.select(select, &mut sql);
+    StatementText {
+        sql,
         binds: w.binds,
     }
 }
 
 mod exprs;
+mod writes;
+
+pub use writes::{render_delete, render_insert, render_update};
 
 struct Writer<'a> {
     d: &'a dyn Dialect,
-    binds: Vec<Value>,
+    binds: Vec<Bind>,
 }
 
 impl Writer<'_> {
     fn bind(&mut self, v: &Value, out: &mut String) {
-        self.binds.push(v.clone());
+        self.binds.push(Bind::Value(v.clone()));
         self.d.placeholder(self.binds.len(), out);
+    }
+
+    fn bind_slot(&mut self, slot: usize, out: &mut String) {
+        self.binds.push(Bind::Slot(slot));
+        self.d.placeholder(self.binds.len(), out);
+    }
+
+    /// The binds as values: a statement rendered for one request has no slots.
+    fn values(self) -> Vec<Value> {
+        self.binds
+            .into_iter()
+            .map(|b| match b {
+                Bind::Value(v) => v,
+                Bind::Slot(_) => Value::Null,
+            })
+            .collect()
     }
 
     fn select(&mut self, s: &Select, out: &mut String) {
@@ -171,7 +96,7 @@ impl Writer<'_> {
                 && self.d.groups_strictly()
                 && !matches!(
                     e,
-                    Expr::Value(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
+                    Expr::Value(_) | Expr::Slot(_) | Expr::Alias(_) | Expr::Star | Expr::Raw(_)
                 )
                 && !contains_aggregate(e)
                 && !contains_window(e)
@@ -342,6 +267,7 @@ impl Writer<'_> {
             }
             Expr::Alias(a) => self.d.quote(a.as_str(), out),
             Expr::Value(v) => self.bind(v, out),
+            Expr::Slot(slot) => self.bind_slot(*slot, out),
             Expr::Star => out.push('*'),
             Expr::Raw(sql) => out.push_str(sql),
             Expr::Func {

@@ -61,7 +61,9 @@ fn table_plan(body: &str) -> Result<TablePlan, apijet_plan::PlanError> {
 
 fn plan(body: &str) -> apijet_plan::query::Select {
     let p = table_plan(body).expect("plan");
-    p.select(&mut |_| None).expect("select").expect("exists")
+    p.select(&[], &mut |_| None)
+        .expect("select")
+        .expect("exists")
 }
 
 #[test]

@@ -352,7 +352,7 @@ fn plan_container(c: &Container, ctx: &Ctx<'_>, dialects: &[&dyn Dialect]) {
                 let Ok(plan) = TablePlan::new(t, ctx) else {
                     continue;
                 };
-                if let Ok(Some(select)) = plan.select(&mut |_| Some(json!(1))) {
+                if let Ok(Some(select)) = plan.select(&[], &mut |_| Some(json!(1))) {
                     for d in dialects {
                         let stmt = render(*d, &select);
                         assert!(!stmt.sql.is_empty());

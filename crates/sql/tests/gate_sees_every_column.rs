@@ -12,14 +12,13 @@
 //! The seed and the number of cases are fixed: CI runs the same cases every time.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::array::{
-    admit_joined, apply_join, carries_vice_rows, carry_vice_columns, join_specs, merge_vice_clauses,
-};
 use apijet_plan::gate::{uses, Known, Use};
 use apijet_plan::query::Select;
+use apijet_plan::read::{MemberPlan, ReadInputs, ReadPlan};
 use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
-use apijet_plan::{Ctx, PlanError, PlanOptions, TablePlan};
-use apijet_request::{Node, Request, TableObject};
+use apijet_plan::shape::take_values;
+use apijet_plan::{PlanError, PlanOptions, TablePlan};
+use apijet_request::Request;
 use apijet_sql::{render, Dialect, MySql, Postgres, Sqlite};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -299,55 +298,31 @@ fn body() -> impl Strategy<Value = Json> {
     prop_oneof![3 => single, 2 => joined, 1 => check]
 }
 
-/// The statement a body's first object (or array item) runs, planned as the read path plans
-/// it; `Err` when it is refused, `Ok(None)` when it cannot match.
-fn plan(body: &Json, ctx: &Ctx<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, PlanError> {
+/// The statement a body's first object (or array item) runs, planned by the read plan and
+/// bound as a read binds it; `Err` when it is refused, `Ok(None)` when it cannot match.
+fn plan(
+    body: &Json,
+    inputs: &ReadInputs<'_>,
+) -> Result<Option<(Select, Vec<TablePlan>)>, PlanError> {
     let Json::Object(map) = body else {
         return Ok(None);
     };
-    let req = Request::from_map(map.clone()).map_err(|e| PlanError::Invalid(e.to_string()))?;
-    let member = &req.root.members[0];
-    let mut resolve = |_: &str| Some(json!(1));
-    match &member.node {
-        Node::Table(t) => {
-            let plan = TablePlan::new(t, ctx)?;
-            Ok(plan.select(&mut resolve)?.map(|s| (s, vec![plan])))
+    let mut req = Request::from_map(map.clone()).map_err(|e| PlanError::Invalid(e.to_string()))?;
+    let values = take_values(&mut req, &inputs.options.expr)?;
+    let read = ReadPlan::build(&req, inputs)?;
+    let mut resolve = |_: apijet_plan::ValueSource<'_>| Some(json!(1));
+    match read.root.members.first() {
+        Some(MemberPlan::Object { plan, .. }) => {
+            let object = plan.as_ref().map_err(Clone::clone)?;
+            let select = object.table.select(&values, &mut resolve)?;
+            Ok(select.map(|s| (s, vec![object.table.clone()])))
         }
-        Node::Array(a) => {
-            let tables: Vec<(&str, &TableObject)> = a
-                .items
-                .members
-                .iter()
-                .filter_map(|m| match &m.node {
-                    Node::Table(t) => Some((m.key.as_str(), t)),
-                    _ => None,
-                })
-                .collect();
-            let (main_key, main) = tables[0];
-            let plan = TablePlan::new(main, ctx)?;
-            let Some(mut select) = plan.select(&mut resolve)? else {
-                return Ok(None);
-            };
-            let mut vices = Vec::new();
-            for spec in join_specs(a.join.as_ref().expect("join"))? {
-                let Some((_, vice)) = tables.iter().find(|(k, _)| *k == spec.table_key) else {
-                    continue;
-                };
-                let vice_plan = TablePlan::new(vice, ctx)?;
-                let Some(vice_select) = vice_plan.select_without_refs()? else {
-                    return Ok(None);
-                };
-                if carries_vice_rows(spec.kind) {
-                    carry_vice_columns(&mut select, "__j0_", &vice_select);
-                }
-                apply_join(&mut select, main_key, &spec, &vice_plan, vice_select)?;
-                merge_vice_clauses(&mut select, &vice_plan);
-                vices.push(vice_plan);
-            }
-            admit_joined(&select, &plan, &vices)?;
-            vices.insert(0, plan);
-            Ok(Some((select, vices)))
+        Some(MemberPlan::Array { plan, .. }) => {
+            let array = plan.as_ref().map_err(Clone::clone)?;
+            let select = array.select(&values, &mut resolve)?;
+            Ok(select.map(|s| (s, array.plans().cloned().collect())))
         }
+        Some(MemberPlan::Fail(e)) => Err(e.clone()),
         _ => Ok(None),
     }
 }
@@ -419,17 +394,13 @@ fn check(body: &Json, method: Method, tally: &mut Tally) {
         contacts: vec![82002],
         foreign_schema: None,
     };
-    let ctx = Ctx {
+    let inputs = ReadInputs {
         schema: &schema,
         options: &options,
         method,
         visitor: (!method.is_public()).then_some(&visitor),
-        global_role: None,
-        global_explain: false,
-        subqueries: None,
-        trusted: false,
     };
-    let Ok(Some((select, plans))) = plan(body, &ctx) else {
+    let Ok(Some((select, plans))) = plan(body, &inputs) else {
         return;
     };
     tally.planned += 1;

@@ -3,6 +3,7 @@
 mod mysql;
 mod postgres;
 mod sqlite;
+mod sqlite_cells;
 mod sqlite_functions;
 mod target;
 

@@ -1,30 +1,19 @@
-//! Arrays (`"key[]": {…}`, protocol §4.1, §7, §12): paging, totals, SQL joins, and items
-//! built in member order, with the members that can be batched computed for all items at once.
+//! Arrays (`"key[]": {…}`, protocol §4.1, §7, §12): the page's rows read and turned into
+//! items in member order, with the members that the plan batched read for all items at once.
 //!
-//! An array is planned first ([`ArrayRun`]), then its rows are read and turned into items
-//! handed to an [`ItemSink`] one by one: collected for the buffered answer, or written out as
-//! they come when the whole answer streams (see `stream`).
+//! An array's statement is bound first ([`ArrayRun`]), then its rows are read and turned into
+//! items handed to an [`ItemSink`] one by one: collected for the buffered answer, or written out
+//! as they come when the whole answer streams (see `stream`).
 
-use super::stream::ItemSink;
 use super::{join, Reader, Site};
+use crate::sink::ItemSink;
 use crate::ExecError;
-use apijet_core::Method;
-use apijet_plan::array::{self, QueryMode};
+use apijet_plan::array::QueryMode;
 use apijet_plan::query::Select;
-use apijet_plan::{PlanError, TablePlan};
-use apijet_request::{ArrayObject, Member, Node, TableObject};
-use apijet_sql::Statement;
+use apijet_plan::read::ArrayPlan;
+use apijet_plan::ValueSource;
+use apijet_sql::{render, Statement};
 use serde_json::{json, Map, Value as Json};
-
-/// A vice object of a SQL join whose rows come with the main rows.
-struct Carried {
-    /// Its index among the item's members after the main object.
-    member: usize,
-    /// The prefix of its columns in the joined statement's output.
-    prefix: String,
-    object: TableObject,
-    plan: TablePlan,
-}
 
 /// Removes the columns named `prefix…` from `row`, returning them without the prefix.
 fn take_prefixed(row: &mut Map<String, Json>, prefix: &str) -> Map<String, Json> {
@@ -55,62 +44,29 @@ pub(super) struct ArrayOut {
     pub(super) empty: bool,
 }
 
-/// An array planned down to the statement of its page, ready to read its rows.
+/// An array bound down to the statement of its page, ready to read its rows.
 pub(super) struct ArrayRun<'r> {
-    a: &'r ArrayObject,
+    pub(super) plan: &'r ArrayPlan,
     arr_path: String,
-    depth: usize,
-    main_member: &'r Member,
-    main: &'r TableObject,
-    pub(super) plan: TablePlan,
     /// The page's statement (LIMIT count OFFSET page × count).
     pub(super) select: Select,
-    json_outputs: Vec<String>,
-    item_members: Vec<Member>,
-    carried: Vec<Carried>,
-    quiet: Vec<String>,
     totals: Option<(Json, Json)>,
 }
 
-impl ArrayRun<'_> {
-    /// At most how many rows one item holds beyond its main row: one per object, `count` per
-    /// array, among the item's members and the main object's children.
-    pub(super) fn rows_per_item(&self, max_count: u64) -> u64 {
-        let weight = |m: &Member| match &m.node {
-            Node::Table(_) => 1,
-            Node::Array(a) => {
-                array::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count)
-            }
-            _ => 0,
-        };
-        let children = self.main.entries.iter().filter_map(|e| match e {
-            apijet_request::TableEntry::Child(m) => Some(weight(m)),
-            _ => None,
-        });
-        1 + self
-            .item_members
-            .iter()
-            .map(weight)
-            .chain(children)
-            .sum::<u64>()
-    }
-}
-
-/// The planning of an array: its rows to read, or an answer known without them.
+/// The binding of an array: its rows to read, or an answer known without them.
 pub(super) enum Prepared<'r> {
     Run(Box<ArrayRun<'r>>),
     Done(Box<ArrayOut>),
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     pub(super) async fn array(
         &mut self,
-        a: &ArrayObject,
+        plan: &'a ArrayPlan,
         key: &str,
         container: &str,
-        depth: usize,
     ) -> Result<ArrayOut, ExecError> {
-        let run = match self.prepare_array(a, key, container, depth).await? {
+        let run = match self.prepare_array(plan, key, container).await? {
             Prepared::Done(out) => return Ok(*out),
             Prepared::Run(run) => run,
         };
@@ -123,144 +79,33 @@ impl Reader<'_> {
         })
     }
 
-    /// Plans an array: paging, its main object, SQL joins, and totals.
-    pub(super) async fn prepare_array<'r>(
+    /// Binds an array's statement, and reads its totals.
+    pub(super) async fn prepare_array(
         &mut self,
-        a: &'r ArrayObject,
+        plan: &'a ArrayPlan,
         key: &str,
         container: &str,
-        depth: usize,
-    ) -> Result<Prepared<'r>, ExecError> {
+    ) -> Result<Prepared<'a>, ExecError> {
         let arr_path = join(container, key);
-        if !matches!(self.env.method, Method::Get | Method::Gets) {
-            return Err(ExecError::Forbidden(format!(
-                "{key}:{{}} arrays are only supported by GET and GETS"
-            )));
-        }
-        self.check_depth(&arr_path, depth)?;
-        let opts = self.env.options;
-        let paging = array::paging(a, &arr_path, opts.max_count, opts.max_page)?;
-        // The main object is the item's first object: plain values (custom `@` keys) before it
-        // are echoed in the item, as the reference keeps them.
-        let main_at = a
-            .items
-            .members
-            .iter()
-            .position(|m| !matches!(m.node, Node::Value(_)))
-            .unwrap_or(0);
-        let Some((main_member, main)) = a.items.members.get(main_at).and_then(|m| match &m.node {
-            Node::Table(t) => Some((m, t)),
-            _ => None,
-        }) else {
-            return Err(PlanError::Invalid(format!(
-                "{arr_path}:{{}} is not valid: the first key of an array must be a table object"
-            ))
-            .into());
-        };
-        let plan = TablePlan::new(main, &self.ctx())?;
         let select = {
-            let mut resolve = |p: &str| self.resolve(p, container);
-            plan.select(&mut resolve)?
+            let mut resolve = |v: ValueSource<'_>| match v {
+                ValueSource::Path(p) => self.resolve(p, container),
+                _ => None,
+            };
+            plan.select(self.env.values, &mut resolve)?
         };
-        let empty = || {
-            Prepared::Done(Box::new(ArrayOut {
+        let Some(mut select) = select else {
+            return Ok(Prepared::Done(Box::new(ArrayOut {
                 value: None,
                 totals: None,
                 empty: true,
-            }))
+            })));
         };
-        let Some(mut select) = select else {
-            return Ok(empty());
-        };
-        let mut joined = false;
-        let mut item_members: Vec<Member> = a.items.members.clone();
-        item_members.remove(main_at);
-        let mut quiet = Vec::new();
-        let mut carried: Vec<Carried> = Vec::new();
-        let mut json_outputs = plan.json_outputs.clone();
-        let mut vices = Vec::new();
-        if let Some(j) = &a.join {
-            for spec in array::join_specs(j)? {
-                if let Some((sub_array, _)) = spec.table_key.split_once('/') {
-                    array::check_app_join_into_array(&spec, sub_array, &item_members)?;
-                    continue;
-                }
-                let Some(index) = item_members.iter().position(|m| m.key == spec.table_key) else {
-                    return Err(PlanError::Invalid(format!(
-                        "join: {} is not a table object of {arr_path}",
-                        spec.table_key
-                    ))
-                    .into());
-                };
-                let slot = &mut item_members[index];
-                let Node::Table(vice) = &mut slot.node else {
-                    return Err(PlanError::Invalid(format!(
-                        "join: {} is not a table object",
-                        spec.table_key
-                    ))
-                    .into());
-                };
-                if let Some(Json::Object(extra)) = &spec.extra {
-                    let extra = TableObject::from_map(vice.key.clone(), extra.clone())
-                        .map_err(|e| ExecError::Invalid(e.to_string()))?;
-                    *vice = vice.merged(&extra);
-                }
-                if spec.kind == '@' {
-                    continue;
-                }
-                if matches!(spec.kind, '&' | '<' | '>' | ')') {
-                    quiet.push(spec.table_key.clone());
-                }
-                let vice_plan = TablePlan::new(vice, &self.ctx())?;
-                let Some(vice_select) = vice_plan.select_without_refs()? else {
-                    return Ok(empty());
-                };
-                // A grouped join answers one row per group: which vice row MySQL pairs with it
-                // is arbitrary and PostgreSQL refuses the ungrouped columns, so the vice
-                // object is queried on its own there, as before.
-                let grouped =
-                    plan.aggregate || !plan.group.is_empty() || !vice_plan.group.is_empty();
-                if array::carries_vice_rows(spec.kind) && !grouped {
-                    let prefix = format!("__j{}_", carried.len());
-                    array::carry_vice_columns(&mut select, &prefix, &vice_select);
-                    json_outputs.extend(
-                        vice_plan
-                            .json_outputs
-                            .iter()
-                            .map(|o| format!("{prefix}{o}")),
-                    );
-                    carried.push(Carried {
-                        member: index,
-                        prefix,
-                        object: vice.clone(),
-                        plan: vice_plan.clone(),
-                    });
-                }
-                array::apply_join(
-                    &mut select,
-                    &main_member.key,
-                    &spec,
-                    &vice_plan,
-                    vice_select,
-                )?;
-                array::merge_vice_clauses(&mut select, &vice_plan);
-                vices.push(vice_plan);
-                joined = true;
-            }
-        }
-        if joined {
-            array::admit_joined(&select, &plan, &vices)?;
-        }
+        let paging = plan.paging;
         let mut totals = None;
         let mut total = None;
         if paging.mode != QueryMode::Rows {
-            let wrap = paging.compat || joined || !select.group.is_empty() || select.distinct;
-            let count_select = if wrap {
-                select.count_wrapped()
-            } else {
-                select.count_plain()
-            };
-            let n = self.count(&count_select).await?;
+            let n = self.count(&plan.count_select(&select)).await?;
             let count = paging.count.max(1);
             let max = n.saturating_sub(1) / count;
             let info = json!({
@@ -286,33 +131,25 @@ impl Reader<'_> {
         select.limit = Some(paging.count);
         select.offset = paging.page * paging.count;
         Ok(Prepared::Run(Box::new(ArrayRun {
-            a,
-            arr_path,
-            depth,
-            main_member,
-            main,
             plan,
+            arr_path,
             select,
-            json_outputs,
-            item_members,
-            carried,
-            quiet,
             totals,
         })))
     }
 
-    /// Reads the rows of a planned array and hands its items to `out`, in order. With `chunk`,
+    /// Reads the rows of a bound array and hands its items to `out`, in order. With `chunk`,
     /// the page is read `chunk` rows at a time (its select must be totally ordered), each
     /// chunk's items built, handed on and forgotten before the next: what the answer holds at
     /// once no longer grows with the page.
     pub(super) async fn run_items<S: ItemSink>(
         &mut self,
-        run: &ArrayRun<'_>,
+        run: &ArrayRun<'a>,
         chunk: Option<u64>,
         out: &mut S,
     ) -> Result<(), ExecError> {
         let quiet_before = self.quiet_explain.len();
-        self.quiet_explain.extend(run.quiet.iter().cloned());
+        self.quiet_explain.extend(run.plan.quiet.iter().cloned());
         let result = self.read_chunks(run, chunk, out).await;
         self.quiet_explain.truncate(quiet_before);
         result
@@ -320,7 +157,7 @@ impl Reader<'_> {
 
     async fn read_chunks<S: ItemSink>(
         &mut self,
-        run: &ArrayRun<'_>,
+        run: &ArrayRun<'a>,
         chunk: Option<u64>,
         out: &mut S,
     ) -> Result<(), ExecError> {
@@ -339,15 +176,15 @@ impl Reader<'_> {
                 }
                 None => count,
             };
-            let stmt = self.statement(&select);
-            let rows = self.rows(&stmt, &run.json_outputs).await?;
+            let stmt = render(self.env.dialect, &select);
+            let rows = self.rows(&stmt, &run.plan.json_outputs).await?;
             let read = rows.len() as u64;
-            if rows.is_empty() && done == 0 && run.plan.explain {
+            if rows.is_empty() && done == 0 && run.plan.main.table.explain {
                 // No row, but the statement and its plan are still answered, in the list's shape.
                 let explained = json!({ "@explain": self.explain(&stmt).await? });
-                let item = match run.a.key.table.is_some() {
+                let item = match run.plan.unwrapped {
                     true => explained,
-                    false => json!({ run.main_member.key.clone(): explained }),
+                    false => json!({ run.plan.main_key.clone(): explained }),
                 };
                 out.item(item);
                 return Ok(());
@@ -366,29 +203,19 @@ impl Reader<'_> {
     /// Builds the items of `rows`, the rows from index `base` of the page, and hands them on.
     async fn chunk_items<S: ItemSink>(
         &mut self,
-        run: &ArrayRun<'_>,
+        run: &ArrayRun<'a>,
         mut rows: Vec<Map<String, Json>>,
         base: usize,
         stmt: &Statement,
         out: &mut S,
     ) -> Result<(), ExecError> {
-        let ArrayRun {
-            a,
-            arr_path,
-            depth,
-            main_member,
-            main,
-            plan,
-            item_members,
-            carried,
-            ..
-        } = run;
-        let (arr_path, depth) = (arr_path.as_str(), *depth);
+        let plan = run.plan;
+        let arr_path = run.arr_path.as_str();
         // Each row's vice columns, split off into the vice rows SQL paired the row with.
         let vice_rows: Vec<Vec<Map<String, Json>>> = rows
             .iter_mut()
             .map(|row| {
-                carried
+                plan.carried
                     .iter()
                     .map(|c| take_prefixed(row, &c.prefix))
                     .collect()
@@ -399,21 +226,20 @@ impl Reader<'_> {
         let mut mains = Vec::with_capacity(rows.len());
         for (i, row) in rows.into_iter().enumerate() {
             let i = base + i;
-            let main_path = join(&format!("{arr_path}/{i}"), &main_member.key);
+            let main_path = join(&format!("{arr_path}/{i}"), &plan.main_key);
             self.scopes.push((arr_path.to_string(), i));
             let site = Site {
                 path: &main_path,
-                depth: depth + 1,
-                explain: plan.explain && i == 0,
+                explain: plan.main.table.explain && i == 0,
             };
-            let result = self.finish_object(main, plan, row, stmt, site).await;
+            let result = self.finish_object(&plan.main, row, stmt, site).await;
             self.scopes.pop();
             mains.push(result?);
         }
-        if a.key.table.is_some() {
+        if plan.unwrapped {
             for main_obj in mains {
                 let mut v = Json::Object(main_obj);
-                for seg in &a.key.extract {
+                for seg in &plan.extract {
                     v = v.get(seg).cloned().unwrap_or(Json::Null);
                 }
                 if !v.is_null() {
@@ -423,84 +249,84 @@ impl Reader<'_> {
             }
             return Ok(());
         }
-        // Members filled from the joined rows need no statement of their own.
-        let to_batch: Vec<Member> = item_members
-            .iter()
-            .enumerate()
-            .map(|(m, member)| match carried.iter().any(|c| c.member == m) {
-                true => Member {
-                    key: member.key.clone(),
-                    node: Node::Value(Json::Null),
-                },
-                false => member.clone(),
-            })
-            .collect();
-        let mut batched = self
-            .batch_members(&to_batch, &main_member.key, arr_path, &mains)
-            .await?;
+        let mut batched = self.batch_members(plan, &mains).await?;
         let mut vice_rows_of = vice_rows;
         for (i, main_obj) in mains.into_iter().enumerate() {
             let at = base + i;
             let item_path = format!("{arr_path}/{at}");
             let mut item_out = Map::new();
-            item_out.insert(main_member.key.clone(), Json::Object(main_obj));
+            item_out.insert(plan.main_key.clone(), Json::Object(main_obj));
             self.scopes.push((arr_path.to_string(), at));
-            for (m, member) in item_members.iter().enumerate() {
-                if let Some(c) = carried.iter().position(|c| c.member == m) {
-                    let vice_row = std::mem::take(&mut vice_rows_of[i][c]);
-                    if vice_row.is_empty() {
-                        continue;
-                    }
-                    let carried = &carried[c];
-                    let vice_path = join(&item_path, &member.key);
-                    let site = Site {
-                        path: &vice_path,
-                        depth: depth + 1,
-                        explain: false,
-                    };
-                    let r = self
-                        .finish_object(&carried.object, &carried.plan, vice_row, stmt, site)
-                        .await;
-                    match r {
-                        Ok(obj) => {
-                            // `@drop`: referable, not answered.
-                            if !carried.plan.drop {
-                                item_out.insert(member.key.clone(), Json::Object(obj));
-                            }
-                        }
-                        Err(e) => {
-                            self.scopes.pop();
-                            return Err(e);
-                        }
-                    }
-                    continue;
-                }
-                let r = match batched.get_mut(m).and_then(Option::as_mut) {
-                    Some(values) => {
-                        // Each item's value is taken once: the batch is not kept past its item.
-                        if let Some(v) = values.get_mut(i).and_then(Option::take) {
-                            let path = join(&item_path, &member.key);
-                            if self.refs.object(&path) {
-                                self.results.insert(path, v.clone());
-                            }
-                            item_out.insert(member.key.clone(), v);
-                        }
-                        Ok(true)
-                    }
-                    None => {
-                        let one = std::slice::from_ref(member);
-                        self.container(one, &item_path, &mut item_out, depth + 1, false)
-                            .await
-                    }
-                };
-                if let Err(e) = r {
-                    self.scopes.pop();
-                    return Err(e);
-                }
-            }
+            let built = self
+                .item_members(
+                    run,
+                    i,
+                    &item_path,
+                    &mut item_out,
+                    &mut batched,
+                    &mut vice_rows_of,
+                    stmt,
+                )
+                .await;
             self.scopes.pop();
+            built?;
             out.item(Json::Object(item_out));
             self.flush_items(out).await?;
+        }
+        Ok(())
+    }
+
+    /// The members after the main object of item `i` (of the chunk): from the joined row, from
+    /// their batch, or read for the item itself.
+    #[allow(clippy::too_many_arguments)]
+    async fn item_members(
+        &mut self,
+        run: &ArrayRun<'a>,
+        i: usize,
+        item_path: &str,
+        item_out: &mut Map<String, Json>,
+        batched: &mut [super::batch::PerItem],
+        vice_rows: &mut [Vec<Map<String, Json>>],
+        stmt: &Statement,
+    ) -> Result<(), ExecError> {
+        let plan = run.plan;
+        for (m, key) in plan.item_keys.iter().enumerate() {
+            if let Some(c) = plan.carried.iter().position(|c| c.member == m) {
+                let vice_row = std::mem::take(&mut vice_rows[i][c]);
+                if vice_row.is_empty() {
+                    continue;
+                }
+                let carried = &plan.carried[c];
+                let vice_path = join(item_path, key);
+                let site = Site {
+                    path: &vice_path,
+                    explain: false,
+                };
+                let obj = self
+                    .finish_object(&carried.object, vice_row, stmt, site)
+                    .await?;
+                // `@drop`: referable, not answered.
+                if !carried.object.table.drop {
+                    item_out.insert(key.clone(), Json::Object(obj));
+                }
+                continue;
+            }
+            match batched.get_mut(m).and_then(Option::as_mut) {
+                Some(values) => {
+                    // Each item's value is taken once: the batch is not kept past its item.
+                    if let Some(v) = values.get_mut(i).and_then(Option::take) {
+                        let path = join(item_path, key);
+                        if self.plan.refs.object(&path) {
+                            self.results.insert(path, v.clone());
+                        }
+                        item_out.insert(key.clone(), v);
+                    }
+                }
+                None => {
+                    self.container(&plan.items[m], item_path, item_out, false)
+                        .await?;
+                }
+            }
         }
         Ok(())
     }

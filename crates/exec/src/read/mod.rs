@@ -1,79 +1,187 @@
-//! GET and HEAD: the request tree evaluated in request order, as the reference does.
+//! Runs a read plan ([`ReadPlan`]) on a backend into an [`AnswerSink`].
 //!
-//! Objects are answered in request order because later objects may refer to earlier results
-//! (`"id@": "Moment/userId"`). Each result is stored under its path (`[]/0/Moment`), and a
-//! reference is resolved against those paths, with array indices filled in for the item being
-//! built. The first-child rule (§6.4) stops a container whose first object or array is empty.
+//! One entry point, [`run`], for every mode the plan chose: a point lookup's statement feeds
+//! the sink's rows, a plain list streams its rows, a nested list hands its items over one by
+//! one, and a general read is evaluated in request order, as the reference does, because later
+//! objects may refer to earlier results (`"id@": "Moment/userId"`): each result is kept under
+//! its path (`[]/0/Moment`), a reference is resolved against those paths with the array
+//! indices of the item being built, and the first-child rule (§6.4) stops a container whose
+//! first object or array is empty. Reads change nothing, so a replica that cannot be reached
+//! is replaced by the primary, as long as nothing of the answer left.
 
 mod arrays;
 mod batch;
 mod explain;
-mod keys;
-mod references;
+mod objects;
 mod stream;
 
-pub use keys::list_key;
-use keys::percent_decode;
-use references::References;
-pub use stream::{nested_list, read_nested, ItemSink, Nested};
+pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;
 use crate::functions;
-use crate::sink::CollectSink;
+use crate::sink::{AnswerSink, CollectSink, Envelope, Form};
 use crate::ExecError;
-use apijet_core::Method;
 use apijet_plan::query::Select;
-use apijet_plan::schema::SchemaCache;
-use apijet_plan::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan, Visitor};
-use apijet_request::{Member, Node, Request, TableEntry, TableObject};
-use apijet_sql::{render, Dialect, Statement};
-use serde_json::{json, Map, Value as Json};
+use apijet_plan::read::{Mode, ObjectPlan, ReadPlan};
+use apijet_plan::template::Template;
+use apijet_plan::{percent_decode, PlanError, PlanOptions, ValueSource, Visitor};
+use apijet_sql::{render, render_template, Dialect, Statement};
+use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Everything a read needs.
+/// Everything a read needs beside its plan.
 pub struct ReadEnv<'a> {
-    /// The database.
+    /// The database the read runs on (a replica for GET and HEAD, when there are any).
     pub backend: &'a Backend,
-    /// Its dialect.
+    /// The primary, when `backend` is a replica: it answers when the replica cannot.
+    pub fallback: Option<&'a Backend>,
+    /// The dialect of both.
     pub dialect: &'a dyn Dialect,
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// Limits.
+    /// Limits (the answer's budget, `max_count` for chunks).
     pub options: &'a PlanOptions,
-    /// GET, HEAD, GETS or HEADS.
-    pub method: Method,
-    /// The visitor.
+    /// The visitor (remote functions read it).
     pub visitor: Option<&'a Visitor>,
-    /// Where to note what the read depends on, when someone asks (live answers).
-    pub reads: Option<&'a std::sync::Mutex<apijet_plan::reads::Reads>>,
+    /// The request's condition values, in their slots (`apijet_plan::shape`).
+    pub values: &'a [Json],
+    /// The members around a HEAD object's count.
+    pub envelope: &'a dyn Envelope,
 }
 
-struct Reader<'a> {
-    env: &'a ReadEnv<'a>,
-    global_role: Option<&'a Json>,
-    global_explain: bool,
-    results: HashMap<String, Json>,
-    scopes: Vec<(String, usize)>,
-    subqueries: HashMap<String, Select>,
-    /// Statements run so far for this request (the benchmark's proof of one per level).
-    statements: std::sync::atomic::AtomicUsize,
-    /// Rows and approximate bytes this answer holds so far, against `max_rows` and
-    /// `max_answer_bytes`.
-    held_rows: std::sync::atomic::AtomicUsize,
-    held_bytes: std::sync::atomic::AtomicUsize,
-    /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
-    /// reference fills from the joined row without a statement of their own.
-    quiet_explain: Vec<String>,
-    /// What references read: array keys read whole or by index, and every key named on a
-    /// reference path; see [`References`].
-    refs: References,
-    /// For a streamed answer, the budget bytes past which its items may be sent before it is
-    /// complete (see `stream`); `None` holds everything until the end.
-    send_after: Option<usize>,
+/// What a read did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    /// How many statements it ran.
+    pub statements: usize,
+}
+
+/// Runs `plan` into `sink`: the one way a read runs.
+pub async fn run<'p, S: AnswerSink<'p>>(
+    plan: &'p ReadPlan,
+    env: &ReadEnv<'_>,
+    sink: &mut S,
+) -> Result<Outcome, ExecError> {
+    let result = run_on(plan, env, env.backend, sink).await;
+    match (result, env.fallback) {
+        (Err(e), Some(primary)) if e.is_unreachable() && !sink.started() => {
+            // Reads change nothing: a replica that could not answer is replaced by the primary.
+            sink.restart();
+            run_on(plan, env, primary, sink).await
+        }
+        (result, _) => result,
+    }
+}
+
+async fn run_on<'p, S: AnswerSink<'p>>(
+    plan: &'p ReadPlan,
+    env: &ReadEnv<'_>,
+    backend: &Backend,
+    sink: &mut S,
+) -> Result<Outcome, ExecError> {
+    match plan.mode {
+        Mode::Point => {
+            let Some((key, object)) = plan.point() else {
+                return Err(invalid_mode());
+            };
+            sink.open(Form::Object {
+                key,
+                json_outputs: &object.table.json_outputs,
+            });
+            let stmt = match written(object.template.as_ref(), env) {
+                Some(stmt) => stmt,
+                None => {
+                    let Some(mut select) = object.table.select(env.values, &mut |_| None)? else {
+                        return Ok(Outcome { statements: 0 });
+                    };
+                    select.limit = Some(1);
+                    render(env.dialect, &select)
+                }
+            };
+            fetch_into(backend, &stmt, sink, env.options).await?;
+            Ok(Outcome { statements: 1 })
+        }
+        Mode::List => {
+            let Some((key, list)) = plan.list() else {
+                return Err(invalid_mode());
+            };
+            let wrap = (!list.unwrapped).then_some(list.main_key.as_str());
+            sink.open(Form::List {
+                key,
+                wrap,
+                json_outputs: &list.json_outputs,
+            });
+            let stmt = match written(list.template.as_ref(), env) {
+                Some(stmt) => stmt,
+                None => {
+                    let Some(mut select) = list.select(env.values, &mut |_| None)? else {
+                        return Ok(Outcome { statements: 0 });
+                    };
+                    select.limit = Some(list.paging.count);
+                    select.offset = list.paging.page * list.paging.count;
+                    render(env.dialect, &select)
+                }
+            };
+            fetch_into(backend, &stmt, sink, env.options).await?;
+            Ok(Outcome { statements: 1 })
+        }
+        Mode::Nested => {
+            let Some((key, list)) = plan.list() else {
+                return Err(invalid_mode());
+            };
+            sink.open(Form::Items { key });
+            // Boxed, as the general read below: the future of a point lookup stays small.
+            let statements =
+                Box::pin(stream::read_nested(plan, list, key, env, backend, sink)).await?;
+            Ok(Outcome { statements })
+        }
+        Mode::General => {
+            sink.open(Form::Members {
+                format: plan.format,
+            });
+            let mut reader = Reader::new(plan, env, backend);
+            let mut out = Map::new();
+            reader.container(&plan.root, "", &mut out, true).await?;
+            // Custom root `@` keys come back after the objects, as the reference answers them.
+            out.extend(plan.customs.clone());
+            sink.members(out);
+            Ok(Outcome {
+                statements: reader.statements.into_inner(),
+            })
+        }
+    }
+}
+
+/// The statement of `template` with the request's values, when it takes them: its text is
+/// written the first time and kept with the plan.
+fn written(template: Option<&Template>, env: &ReadEnv<'_>) -> Option<Statement> {
+    let template = template.filter(|t| t.accepts(env.values))?;
+    let text = template
+        .text
+        .get_or_init(|| render_template(env.dialect, &template.select));
+    Some(Statement {
+        sql: text.sql.clone(),
+        binds: Template::binds(text, env.values),
+    })
+}
+
+fn invalid_mode() -> ExecError {
+    ExecError::Invalid("the read's plan does not fit its mode".into())
+}
+
+/// Runs the one statement of a point or list read into the sink, within the answer's budget.
+async fn fetch_into<'p, S: AnswerSink<'p>>(
+    backend: &Backend,
+    stmt: &Statement,
+    sink: &mut S,
+    options: &PlanOptions,
+) -> Result<(), ExecError> {
+    match backend.fetch(stmt, sink).await {
+        Err(ExecError::ClientGone) if sink.over_budget() => Err(over_budget(options)),
+        other => other.map(|_| ()),
+    }
 }
 
 /// Runs one planned SELECT and collects its rows as JSON objects (internal lookups).
@@ -86,39 +194,6 @@ pub async fn fetch_rows(
     let mut sink = CollectSink::new(json_outputs);
     backend.fetch(&render(dialect, select), &mut sink).await?;
     Ok(sink.rows)
-}
-
-/// `k-()` functions run before the object's SQL; their results become conditions (§11).
-fn with_pre_functions(
-    t: &TableObject,
-    visitor: Option<&apijet_core::Visitor>,
-) -> Result<Option<TableObject>, ExecError> {
-    if !t
-        .entries
-        .iter()
-        .any(|e| matches!(e, TableEntry::Function { key, .. } if key.ends_with("-()")))
-    {
-        return Ok(None);
-    }
-    let mut entries = Vec::with_capacity(t.entries.len());
-    let empty = Map::new();
-    for e in &t.entries {
-        match e {
-            TableEntry::Function { key, call } if key.ends_with("-()") => {
-                let name = key.trim_end_matches("-()");
-                if let Some(value) = functions::call(call, &empty, visitor)? {
-                    let key = apijet_request::ConditionKey::parse(name)
-                        .map_err(|e| ExecError::Invalid(e.to_string()))?;
-                    entries.push(TableEntry::Condition { key, value });
-                }
-            }
-            other => entries.push(other.clone()),
-        }
-    }
-    Ok(Some(TableObject {
-        key: t.key.clone(),
-        entries,
-    }))
 }
 
 /// About how many bytes an object adds to a JSON answer, for budgets.
@@ -146,32 +221,6 @@ pub fn over_budget(opts: &PlanOptions) -> ExecError {
     )))
 }
 
-/// What a read produced.
-pub struct Outcome {
-    /// The answered members, in request order.
-    pub results: Map<String, Json>,
-    /// How many statements it ran.
-    pub statements: usize,
-}
-
-/// Runs a GET/HEAD request.
-pub async fn read(req: &Request, env: &ReadEnv<'_>) -> Result<Outcome, ExecError> {
-    let customs =
-        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
-    let mut reader = Reader::new(req, env);
-    let mut out = Map::new();
-    reader
-        .container(&req.root.members, "", &mut out, 1, true)
-        .await?;
-    // Custom root `@` keys come back after the objects, as the reference answers them.
-    out.extend(customs);
-    Ok(Outcome {
-        results: out,
-        statements: reader.statements.into_inner(),
-    })
-}
-
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
@@ -183,29 +232,40 @@ fn join(path: &str, key: &str) -> String {
 /// Where a fetched row sits in the answer.
 pub(crate) struct Site<'p> {
     path: &'p str,
-    depth: usize,
     /// Whether this object answers its `@explain`.
     explain: bool,
 }
 
+/// The state of one read in request order.
+struct Reader<'a> {
+    plan: &'a ReadPlan,
+    env: &'a ReadEnv<'a>,
+    backend: &'a Backend,
+    results: HashMap<String, Json>,
+    scopes: Vec<(String, usize)>,
+    /// Statements run so far for this request (the benchmark's proof of one per level).
+    statements: std::sync::atomic::AtomicUsize,
+    /// Rows and approximate bytes this answer holds so far, against `max_rows` and
+    /// `max_answer_bytes`.
+    held_rows: std::sync::atomic::AtomicUsize,
+    held_bytes: std::sync::atomic::AtomicUsize,
+    /// Table keys whose `@explain` is not answered: vice tables of SQL joins, which the
+    /// reference fills from the joined row without a statement of their own.
+    quiet_explain: Vec<String>,
+    /// For a streamed answer, the budget bytes past which its items may be sent before it is
+    /// complete (see `stream`); `None` holds everything until the end.
+    send_after: Option<usize>,
+}
+
 impl<'a> Reader<'a> {
-    fn new(req: &'a Request, env: &'a ReadEnv<'a>) -> Reader<'a> {
+    fn new(plan: &'a ReadPlan, env: &'a ReadEnv<'a>, backend: &'a Backend) -> Reader<'a> {
         Reader {
+            plan,
             env,
-            global_role: req.global("role"),
-            global_explain: req
-                .global("explain")
-                .and_then(Json::as_bool)
-                .unwrap_or(false),
+            backend,
             results: HashMap::new(),
             scopes: Vec::new(),
-            subqueries: HashMap::new(),
             quiet_explain: Vec::new(),
-            refs: {
-                let mut refs = References::default();
-                refs.collect(&req.root);
-                refs
-            },
             statements: Default::default(),
             held_rows: Default::default(),
             held_bytes: Default::default(),
@@ -218,19 +278,6 @@ impl<'a> Reader<'a> {
     fn may_send(&self) -> bool {
         self.send_after
             .is_some_and(|after| self.held_bytes.load(std::sync::atomic::Ordering::Relaxed) > after)
-    }
-
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            schema: self.env.schema,
-            options: self.env.options,
-            method: self.env.method,
-            visitor: self.env.visitor,
-            global_role: self.global_role,
-            global_explain: self.global_explain,
-            subqueries: Some(&self.subqueries),
-            trusted: false,
-        }
     }
 
     /// Resolves a reference path against results produced so far.
@@ -270,6 +317,18 @@ impl<'a> Reader<'a> {
         None
     }
 
+    /// The statement of `object` with this request's values, its references resolved from
+    /// the container at `container`, and its `k-()` functions run.
+    fn bind(&self, object: &ObjectPlan, container: &str) -> Result<Option<Select>, ExecError> {
+        let pre = functions::pre_functions(&object.table, self.env.visitor)?;
+        let mut resolve = |v: ValueSource<'_>| match v {
+            ValueSource::Path(p) => self.resolve(p, container),
+            ValueSource::Function(call) => pre.iter().find(|(c, _)| *c == call)?.1.clone(),
+            ValueSource::Parent(_) => None,
+        };
+        Ok(object.table.select(self.env.values, &mut resolve)?)
+    }
+
     async fn rows(
         &self,
         stmt: &Statement,
@@ -284,7 +343,7 @@ impl<'a> Reader<'a> {
                 .saturating_sub(self.held_bytes.load(Relaxed)),
         );
         self.statements.fetch_add(1, Relaxed);
-        match self.env.backend.fetch(stmt, &mut sink).await {
+        match self.backend.fetch(stmt, &mut sink).await {
             Err(ExecError::ClientGone) if sink.over_budget => return Err(self.over_budget()),
             other => other?,
         };
@@ -320,27 +379,8 @@ impl<'a> Reader<'a> {
         over_budget(self.env.options)
     }
 
-    /// Renders a planned statement, noting what it reads when the caller asked.
-    fn statement(&self, select: &Select) -> Statement {
-        if let Some(reads) = self.env.reads {
-            if let Ok(mut r) = reads.lock() {
-                r.add(select);
-            }
-        }
-        render(self.env.dialect, select)
-    }
-
-    /// Notes a part of the read whose tables apijet cannot know (a stored procedure).
-    fn opaque(&self) {
-        if let Some(reads) = self.env.reads {
-            if let Ok(mut r) = reads.lock() {
-                r.opaque = true;
-            }
-        }
-    }
-
     async fn count(&self, select: &Select) -> Result<u64, ExecError> {
-        let stmt = self.statement(select);
+        let stmt = render(self.env.dialect, select);
         let rows = self.rows(&stmt, &[]).await?;
         Ok(rows
             .first()
@@ -350,284 +390,5 @@ impl<'a> Reader<'a> {
                     .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
             })
             .unwrap_or(0))
-    }
-
-    /// Evaluates container members; returns false when the first-child rule emptied it.
-    fn container<'s>(
-        &'s mut self,
-        members: &'s [Member],
-        path: &'s str,
-        out: &'s mut Map<String, Json>,
-        depth: usize,
-        first_rule: bool,
-    ) -> BoxFuture<'s, Result<bool, ExecError>> {
-        Box::pin(async move {
-            let mut first = first_rule;
-            let (mut tables, mut arrays) = (0usize, 0usize);
-            // Named subqueries are echoed as `"name": {}` after the other members, as the
-            // reference answers them.
-            let mut subquery_echoes = Vec::new();
-            for m in members {
-                match &m.node {
-                    Node::Table(t) => {
-                        tables += 1;
-                        if tables > self.env.options.max_objects {
-                            return Err(PlanError::Limit(format!(
-                                "{path}: the number of objects reaches {tables} at {}:{{}}, \
-                                 more than the limit of {} (setting max_objects)",
-                                m.key, self.env.options.max_objects
-                            ))
-                            .into());
-                        }
-                        let obj_path = join(path, &m.key);
-                        match self.table(t, &obj_path, path, depth).await? {
-                            Some((obj, drop)) => {
-                                if drop && first {
-                                    out.clear();
-                                    return Ok(false);
-                                }
-                                if !drop {
-                                    out.insert(m.key.clone(), obj);
-                                }
-                            }
-                            None if first => {
-                                out.clear();
-                                return Ok(false);
-                            }
-                            None => {}
-                        }
-                        first = false;
-                    }
-                    Node::Array(a) => {
-                        arrays += 1;
-                        if arrays > self.env.options.max_arrays {
-                            return Err(PlanError::Limit(format!(
-                                "{path}: the number of arrays reaches {arrays} at {}, more than \
-                                 the limit of {} (a fixed limit, as in the reference)",
-                                m.key, self.env.options.max_arrays
-                            ))
-                            .into());
-                        }
-                        let res = self.array(a, &m.key, path, depth).await?;
-                        if let Some((total, info)) = res.totals {
-                            let base = list_key(&m.key);
-                            out.insert(format!("{base}Total"), total);
-                            out.insert(format!("{base}Info"), info);
-                        }
-                        match res.value {
-                            Some(v) => {
-                                if self.refs.whole_arrays.contains(&m.key) {
-                                    self.results.insert(join(path, &m.key), v.clone());
-                                }
-                                out.insert(m.key.clone(), v);
-                            }
-                            None if first && res.empty => {
-                                out.clear();
-                                return Ok(false);
-                            }
-                            None => {}
-                        }
-                        first = false;
-                    }
-                    Node::Reference(p) => {
-                        let name = m.key.trim_end_matches('@');
-                        if let Some(v) = self.resolve(p, path) {
-                            self.results.insert(join(path, name), v.clone());
-                            out.insert(name.to_string(), v);
-                        }
-                    }
-                    Node::Subquery(sq) => {
-                        let name = m.key.trim_end_matches('@').to_string();
-                        let select = plan_subquery(sq, &self.ctx())?;
-                        self.subqueries.insert(name.clone(), select);
-                        subquery_echoes.push(name);
-                    }
-                    Node::Function(call) => {
-                        let name = m.key.trim_end_matches("()").trim_end_matches(['-', '+']);
-                        let value = if call.trim() == "getCurrentUser()" {
-                            self.current_user(path, depth).await?
-                        } else {
-                            functions::call(call, out, self.env.visitor)?
-                        };
-                        if let Some(v) = value {
-                            // Referable like any result: `"User":{"id@":"curId"}`.
-                            self.results.insert(join(path, name), v.clone());
-                            out.insert(name.to_string(), v);
-                        }
-                    }
-                    Node::Value(v) if m.key.starts_with('@') => {
-                        // Root keywords with an object value (`"@gets":{…}`, the CRUD
-                        // declarations' object form) are checked like the others; any other
-                        // `@` key of a container is a custom value, echoed as the reference
-                        // does, unless it looks like a misspelt keyword.
-                        let global = [(m.key[1..].to_string(), v.clone())];
-                        let customs = apijet_plan::keywords::check_root_keywords(
-                            &global,
-                            self.env.method,
-                            self.env.options,
-                        )?;
-                        if depth > 1 || !v.is_object() || !customs.is_empty() {
-                            out.insert(m.key.clone(), v.clone());
-                        }
-                    }
-                    Node::Value(v) => {
-                        out.insert(m.key.clone(), v.clone());
-                    }
-                }
-            }
-            for name in subquery_echoes {
-                out.insert(name, json!({}));
-            }
-            Ok(true)
-        })
-    }
-
-    /// One table object; `None` when it has no row (or cannot match).
-    async fn table(
-        &mut self,
-        t: &TableObject,
-        obj_path: &str,
-        container: &str,
-        depth: usize,
-    ) -> Result<Option<(Json, bool)>, ExecError> {
-        self.check_depth(obj_path, depth)?;
-        let prepared = with_pre_functions(t, self.env.visitor)?;
-        let t = prepared.as_ref().unwrap_or(t);
-        let plan = TablePlan::new(t, &self.ctx())?;
-        let select = {
-            let mut resolve = |p: &str| self.resolve(p, container);
-            plan.select(&mut resolve)?
-        };
-        let Some(mut select) = select else {
-            return Ok(None);
-        };
-        if self.env.method.is_count() {
-            let count_select = plan.count_select(select);
-            let stmt = self.statement(&count_select);
-            let n = self.count(&count_select).await?;
-            let mut obj = Map::new();
-            if plan.explain {
-                obj.insert("@explain".into(), self.explain(&stmt).await?);
-            }
-            obj.insert("ok".into(), Json::Bool(true));
-            obj.insert("code".into(), json!(200));
-            obj.insert("msg".into(), json!("success"));
-            obj.insert("count".into(), json!(n));
-            return Ok(Some((Json::Object(obj), plan.drop)));
-        }
-        select.limit = Some(1);
-        let stmt = self.statement(&select);
-        let explain = plan.explain && !self.quiet_explain.contains(&t.key.text());
-        let rows = self.rows(&stmt, &plan.json_outputs).await?;
-        let Some(obj) = rows.into_iter().next() else {
-            // With @explain the object answers its statement even when no row matched.
-            if !explain {
-                return Ok(None);
-            }
-            let explained = self.explain(&stmt).await?;
-            return Ok(Some((json!({ "@explain": explained }), plan.drop)));
-        };
-        let obj = self
-            .finish_object(
-                t,
-                &plan,
-                obj,
-                &stmt,
-                Site {
-                    path: obj_path,
-                    depth,
-                    explain,
-                },
-            )
-            .await?;
-        Ok(Some((Json::Object(obj), plan.drop)))
-    }
-
-    /// Adds echoes, `@explain`, functions and children to a fetched row.
-    async fn finish_object(
-        &mut self,
-        t: &TableObject,
-        plan: &TablePlan,
-        mut obj: Map<String, Json>,
-        stmt: &Statement,
-        site: Site<'_>,
-    ) -> Result<Map<String, Json>, ExecError> {
-        let Site {
-            path: obj_path,
-            depth,
-            explain,
-        } = site;
-        for (k, v) in &plan.echoes {
-            obj.insert(k.clone(), v.clone());
-        }
-        if explain {
-            let mut first = Map::with_capacity(obj.len() + 1);
-            first.insert("@explain".into(), self.explain(stmt).await?);
-            first.extend(obj);
-            obj = first;
-        }
-        for e in &t.entries {
-            if let TableEntry::Function { key, call } = e {
-                if key.ends_with("-()") {
-                    continue;
-                }
-                let name = key.trim_end_matches("()").trim_end_matches('+');
-                if let Some(v) = functions::call(call, &obj, self.env.visitor)? {
-                    obj.insert(name.to_string(), v);
-                }
-            }
-        }
-        for call in &plan.procedures {
-            self.opaque();
-            let opts = self.env.options;
-            let answer = crate::procedure::run(
-                self.env.backend,
-                self.env.dialect,
-                call,
-                &obj,
-                opts.max_rows,
-                opts.max_answer_bytes,
-            )
-            .await?;
-            self.statements
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(v) = answer {
-                obj.insert(call.answer_key.clone(), v);
-            }
-        }
-        let keep = self.refs.object(obj_path);
-        if keep {
-            self.results
-                .insert(obj_path.to_string(), Json::Object(obj.clone()));
-        }
-        let children: Vec<Member> = t
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                TableEntry::Child(m) => Some((**m).clone()),
-                _ => None,
-            })
-            .collect();
-        if !children.is_empty() {
-            self.container(&children, obj_path, &mut obj, depth + 1, false)
-                .await?;
-            if keep {
-                self.results
-                    .insert(obj_path.to_string(), Json::Object(obj.clone()));
-            }
-        }
-        Ok(obj)
-    }
-
-    fn check_depth(&self, path: &str, depth: usize) -> Result<(), ExecError> {
-        let max = self.env.options.max_depth;
-        if depth > max {
-            return Err(PlanError::Limit(format!(
-                "{path}:{{}} is nested {depth} levels deep, more than the limit of 1-{max} \
-                 (setting max_depth)"
-            ))
-            .into());
-        }
-        Ok(())
     }
 }

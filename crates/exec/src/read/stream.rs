@@ -2,7 +2,7 @@
 //! "Comment[]":{…}}}` and the like, a list alone at the root whose items hold more than
 //! their row.
 //!
-//! The items are built exactly as for the buffered answer (same planning, batching and
+//! The items are built exactly as for the buffered answer (same plan, batching and
 //! references, see `arrays`), but handed to an [`ItemSink`] one by one, which encodes each
 //! and forgets it. A page longer than one chunk of parents is read a chunk at a time, with one
 //! statement per nesting level per chunk, so what the answer holds at once does not grow with
@@ -19,16 +19,11 @@
 //! the results kept for references are dropped with each chunk.
 
 use super::arrays::Prepared;
-use super::references::References;
 use super::{ReadEnv, Reader};
-use crate::sink::SinkError;
+use crate::backend::Backend;
+use crate::sink::ItemSink;
 use crate::ExecError;
-use apijet_core::Method;
-use apijet_plan::array::{self, QueryMode};
-use apijet_plan::PlanError;
-use apijet_request::{Node, Request};
-use serde_json::Value as Json;
-use std::future::Future;
+use apijet_plan::read::{ArrayPlan, ReadPlan};
 
 /// The largest byte cap under which a streamed answer is held back until complete (the default
 /// `max_answer_bytes`).
@@ -47,95 +42,30 @@ const CHUNK_PARENTS: u64 = 1_000;
 /// split, so it runs exactly the statements of the buffered answer.
 const MIN_CHUNK_PARENTS: u64 = 100;
 
-/// Where the items of an array go as they are built.
-pub trait ItemSink: Send {
-    /// Takes the next item.
-    fn item(&mut self, item: Json);
-
-    /// True when enough is buffered that [`ItemSink::flush`] should run.
-    fn wants_flush(&self) -> bool {
-        false
-    }
-
-    /// Hands buffered output on; may wait for the consumer.
-    fn flush(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send {
-        async { Ok(()) }
-    }
-}
-
-impl ItemSink for Vec<Json> {
-    fn item(&mut self, item: Json) {
-        self.push(item);
-    }
-}
-
-/// A nested list to stream.
-pub struct Nested {
-    /// The response key of the list (`[]`, `Moment[]`).
-    pub list_key: String,
-}
-
-/// The list of `req` that can stream item by item, or `None` for the buffered path (plain
-/// lists stream through [`crate::list_query`] first).
-pub fn nested_list(req: &Request, env: &ReadEnv<'_>) -> Option<Nested> {
-    if req.format || !matches!(env.method, Method::Get | Method::Gets) {
-        return None;
-    }
-    let [member] = req.root.members.as_slice() else {
-        return None;
-    };
-    let Node::Array(a) = &member.node else {
-        return None;
-    };
-    let plain_root =
-        apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)
-            .is_ok_and(|customs| customs.is_empty());
-    if !plain_root {
-        // Custom root keys are echoed after the list, refusals answered: the buffered read.
-        return None;
-    }
-    let opts = env.options;
-    let paging = array::paging(a, &member.key, opts.max_count, opts.max_page).ok()?;
-    if paging.mode != QueryMode::Rows || a.join.is_some() || opts.max_arrays == 0 {
-        return None;
-    }
-    let mut refs = References::default();
-    refs.collect(&req.root);
-    if refs.whole_arrays.contains(&member.key) {
-        return None;
-    }
-    Some(Nested {
-        list_key: member.key.clone(),
-    })
-}
-
-/// Reads the list `nested_list` recognized, handing its items to `out`; returns the
-/// statements it ran.
-pub async fn read_nested<S: ItemSink>(
-    req: &Request,
+/// Reads the nested list `list` (under `key`) of `plan`, handing its items to `out`; returns
+/// the statements it ran.
+pub(super) async fn read_nested<S: ItemSink>(
+    plan: &ReadPlan,
+    list: &ArrayPlan,
+    key: &str,
     env: &ReadEnv<'_>,
+    backend: &Backend,
     out: &mut S,
 ) -> Result<usize, ExecError> {
-    apijet_plan::keywords::check_root_keywords(&req.globals, env.method, env.options)?;
-    apijet_plan::check_pattern_budget(req, &env.options.expr)?;
-    let [member] = req.root.members.as_slice() else {
-        return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
-    };
-    let Node::Array(a) = &member.node else {
-        return Err(PlanError::Invalid("a streamed list is alone in its request".into()).into());
-    };
-    let mut reader = Reader::new(req, env);
+    let mut reader = Reader::new(plan, env, backend);
     let cap = env.options.max_answer_bytes;
     reader.send_after = Some(if cap <= HOLD_BYTES { cap } else { EARLY_BYTES });
-    if let Prepared::Run(mut run) = reader.prepare_array(a, &member.key, "", 1).await? {
-        let per_item = run.rows_per_item(env.options.max_count);
-        let chunk = (CHUNK_ROWS / per_item).clamp(MIN_CHUNK_PARENTS, CHUNK_PARENTS);
+    if let Prepared::Run(mut run) = reader.prepare_array(list, key, "").await? {
+        let chunk =
+            (CHUNK_ROWS / list.rows_per_item.max(1)).clamp(MIN_CHUNK_PARENTS, CHUNK_PARENTS);
         let count = run.select.limit.unwrap_or(0);
-        let key = run.plan.table.column("id").map(|c| c.name.clone());
         // Chunks need a total order; a select that cannot have one is read whole.
         let chunked = chunk < count
-            && !run.plan.aggregate
-            && key.is_some_and(|k| run.select.order_totally_by(&k));
+            && !list.main.table.aggregate
+            && list
+                .key_column
+                .as_deref()
+                .is_some_and(|k| run.select.order_totally_by(k));
         reader
             .run_items(&run, chunked.then_some(chunk), out)
             .await?;

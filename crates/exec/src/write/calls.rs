@@ -7,32 +7,14 @@ use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::Value;
 use apijet_plan::write;
-use apijet_request::{TableEntry, TableObject};
+use apijet_plan::write_plan::ObjectCalls;
 use apijet_sql::{render, render_delete};
 use serde_json::{json, Map, Value as Json};
 
-/// The plain `column: value` pairs of an object, for remote functions' arguments.
-pub(super) fn values_of(t: &TableObject) -> Map<String, Json> {
-    t.entries
-        .iter()
-        .filter_map(|e| match e {
-            TableEntry::Condition { key, value } => Some((key.column.clone(), value.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 /// `k-()` functions injected by the structure run before the statement (validations).
-pub(super) fn before(t: &TableObject, env: &WriteEnv<'_>) -> Result<(), ExecError> {
-    let mut values = None;
-    for e in &t.entries {
-        if let TableEntry::Function { key, call } = e {
-            if key.ends_with("-()") {
-                // Collected only when a validation needs them: every batch item passes here.
-                let values = values.get_or_insert_with(|| values_of(t));
-                crate::functions::call(call, values, env.visitor)?;
-            }
-        }
+pub(super) fn before(calls: &ObjectCalls, env: &WriteEnv<'_>) -> Result<(), ExecError> {
+    for call in &calls.before {
+        crate::functions::call(call, &calls.values, env.visitor)?;
     }
     Ok(())
 }
@@ -40,24 +22,17 @@ pub(super) fn before(t: &TableObject, env: &WriteEnv<'_>) -> Result<(), ExecErro
 /// `k()` functions run after the statement; their results join the answer.
 pub(super) async fn after(
     tx: &mut Tx<'_>,
-    t: &TableObject,
+    calls: &ObjectCalls,
     env: &WriteEnv<'_>,
     answer: &mut Map<String, Json>,
 ) -> Result<(), ExecError> {
-    let values = values_of(t);
-    for e in &t.entries {
-        if let TableEntry::Function { key, call } = e {
-            if key.ends_with("-()") {
-                continue;
-            }
-            let name = key.trim_end_matches("()").trim_end_matches('+');
-            let result = match write_function(tx, call, &values, env).await? {
-                Some(v) => Some(v),
-                None => crate::functions::call(call, &values, env.visitor)?,
-            };
-            if let Some(v) = result {
-                answer.insert(name.to_string(), v);
-            }
+    for (name, call) in &calls.after {
+        let result = match write_function(tx, call, &calls.values, env).await? {
+            Some(v) => Some(v),
+            None => crate::functions::call(call, &calls.values, env.visitor)?,
+        };
+        if let Some(v) = result {
+            answer.insert(name.clone(), v);
         }
     }
     Ok(())
@@ -70,17 +45,14 @@ async fn write_function(
     values: &Map<String, Json>,
     env: &WriteEnv<'_>,
 ) -> Result<Option<Json>, ExecError> {
-    let (column, recursive) = if call == "deleteCommentOfMoment(id)" {
-        ("momentId", false)
-    } else if call == "deleteChildComment(id)" {
-        ("toId", true)
-    } else {
+    let Some(writing) = apijet_plan::write_plan::writing_call(call) else {
         return Ok(None);
     };
+    let (column, recursive) = (writing.column, writing.recursive);
     let Some(id) = values.get("id").cloned() else {
         return Ok(Some(json!(0)));
     };
-    let Some(table) = env.schema.table("Comment") else {
+    let Some(table) = env.schema.table(writing.table) else {
         return Ok(Some(json!(0)));
     };
     let mut total = 0u64;
@@ -100,7 +72,6 @@ async fn write_function(
             );
         }
         let delete = write::delete_where(table, column, parents)?;
-        env.written.note(&delete.table);
         total += tx.execute(&render_delete(env.dialect, &delete)).await?;
         parents = if recursive { next } else { Vec::new() };
     }

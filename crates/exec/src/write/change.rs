@@ -2,15 +2,13 @@
 //! changed is 401. PUT's JSON array edits (`k+`/`k-` with a list) read, change and write back.
 
 use super::calls::{after, before};
-use super::{ctx, success, WriteEnv};
+use super::WriteEnv;
 use crate::backend::Tx;
 use crate::sink::CollectSink;
 use crate::ExecError;
-use apijet_core::Value;
-use apijet_plan::query::Assign;
-use apijet_plan::write::{self, ArrayEdit};
+use apijet_plan::query::Ident;
+use apijet_plan::write_plan::{ArrayEditPlan, DeleteStep, ObjectCalls, UpdateStep};
 use apijet_plan::PlanError;
-use apijet_request::{Request, TableEntry, TableObject};
 use apijet_sql::{render, render_delete, render_update, Statement};
 use serde_json::{json, Map, Value as Json};
 
@@ -26,74 +24,63 @@ fn id_answer(answer: &mut Map<String, Json>, ids: Option<Json>) {
     }
 }
 
-async fn apply_array_edits(
+/// The new JSON text of an array column: its current value read, the elements added or
+/// removed.
+async fn edited(
     tx: &mut Tx<'_>,
     env: &WriteEnv<'_>,
-    planned: &mut write::PlannedUpdate,
+    edit: &ArrayEditPlan,
     table: &str,
-) -> Result<(), ExecError> {
-    let edits: Vec<ArrayEdit> = std::mem::take(&mut planned.array_edits);
-    for edit in edits {
-        let select = write::current_value(&planned.plan, &planned.update.filter, &edit.column)?;
-        let mut sink = CollectSink::new(std::slice::from_ref(&edit.column));
-        tx.fetch(&render(env.dialect, &select), &mut sink).await?;
-        let Some(row) = sink.rows.into_iter().next() else {
-            return Err(PlanError::NothingChanged(table.to_string()).into());
-        };
-        let current = row.get(&edit.column).cloned();
-        let mut list = match current {
-            Some(Json::Array(a)) => a,
-            None | Some(Json::Null) if edit.add => Vec::new(),
-            None | Some(Json::Null) => {
+) -> Result<(Ident, String), ExecError> {
+    let mut sink = CollectSink::new(std::slice::from_ref(&edit.column));
+    tx.fetch(&render(env.dialect, &edit.current), &mut sink)
+        .await?;
+    let Some(row) = sink.rows.into_iter().next() else {
+        return Err(PlanError::NothingChanged(table.to_string()).into());
+    };
+    let current = row.get(&edit.column).cloned();
+    let mut list = match current {
+        Some(Json::Array(a)) => a,
+        None | Some(Json::Null) if edit.add => Vec::new(),
+        None | Some(Json::Null) => {
+            return Err(PlanError::Missing(format!(
+                "PUT {table}: {}- on an empty value",
+                edit.column
+            ))
+            .into())
+        }
+        Some(other) => {
+            return Err(PlanError::WrongType(format!(
+                "{table}.{} is not a JSON array: {other}",
+                edit.column
+            ))
+            .into())
+        }
+    };
+    for (i, item) in edit.items.iter().enumerate() {
+        let at = list.iter().position(|x| same_json(x, item));
+        match (edit.add, at) {
+            (true, Some(_)) => {
+                return Err(PlanError::Conflict(format!(
+                    "PUT {table}: {}+/{i} {item} is already there",
+                    edit.column
+                ))
+                .into())
+            }
+            (true, None) => list.push(item.clone()),
+            (false, Some(p)) => {
+                list.remove(p);
+            }
+            (false, None) => {
                 return Err(PlanError::Missing(format!(
-                    "PUT {table}: {}- on an empty value",
+                    "PUT {table}: {}-/{i} {item} is not there",
                     edit.column
                 ))
                 .into())
-            }
-            Some(other) => {
-                return Err(PlanError::WrongType(format!(
-                    "{table}.{} is not a JSON array: {other}",
-                    edit.column
-                ))
-                .into())
-            }
-        };
-        for (i, item) in edit.items.iter().enumerate() {
-            let at = list.iter().position(|x| same_json(x, item));
-            match (edit.add, at) {
-                (true, Some(_)) => {
-                    return Err(PlanError::Conflict(format!(
-                        "PUT {table}: {}+/{i} {item} is already there",
-                        edit.column
-                    ))
-                    .into())
-                }
-                (true, None) => list.push(item.clone()),
-                (false, Some(p)) => {
-                    list.remove(p);
-                }
-                (false, None) => {
-                    return Err(PlanError::Missing(format!(
-                        "PUT {table}: {}-/{i} {item} is not there",
-                        edit.column
-                    ))
-                    .into())
-                }
             }
         }
-        let column = planned
-            .plan
-            .table
-            .column(&edit.column)
-            .map(|c| c.name.clone())
-            .unwrap_or(edit.column.clone());
-        planned.update.sets.push((
-            apijet_plan::write::column_ident(&planned.plan, &column)?,
-            Assign::Value(Value::Text(Json::Array(list).to_string())),
-        ));
     }
-    Ok(())
+    Ok((edit.ident.clone(), Json::Array(list).to_string()))
 }
 
 /// Elements compare as JSON values: `82001` equals `82001.0` (the reference compares Java types
@@ -107,18 +94,30 @@ fn same_json(a: &Json, b: &Json) -> bool {
 
 pub(super) async fn put(
     tx: &mut Tx<'_>,
-    req: &Request,
+    step: &UpdateStep,
     env: &WriteEnv<'_>,
-    t: &TableObject,
-    explain: bool,
 ) -> Result<Map<String, Json>, ExecError> {
-    before(t, env)?;
-    let ctx = ctx(env, req);
-    let mut planned = write::update(t, &ctx, &mut |_| None)?;
-    apply_array_edits(tx, env, &mut planned, &t.key.table).await?;
-    env.written.note(&planned.update.table);
-    let stmt = render_update(env.dialect, &planned.update);
-    change(tx, env, t, &stmt, planned.ids, explain).await
+    before(&step.calls, env)?;
+    let mut edits = Vec::with_capacity(step.edits.len());
+    for edit in &step.edits {
+        edits.push(edited(tx, env, edit, &step.table).await?);
+    }
+    let stmt = render_update(env.dialect, &step.with_edits(edits));
+    let changed = Changed {
+        table: &step.table,
+        calls: &step.calls,
+        ids: step.ids.clone(),
+        explain: step.explain,
+    };
+    change(tx, env, &stmt, changed).await
+}
+
+/// What an UPDATE or DELETE answers about.
+struct Changed<'s> {
+    table: &'s str,
+    calls: &'s ObjectCalls,
+    ids: Option<Json>,
+    explain: bool,
 }
 
 /// Runs an UPDATE or DELETE: no row changed is 401 (not the visitor's, or gone); else the
@@ -126,16 +125,14 @@ pub(super) async fn put(
 async fn change(
     tx: &mut Tx<'_>,
     env: &WriteEnv<'_>,
-    t: &TableObject,
     stmt: &Statement,
-    ids: Option<Json>,
-    explain: bool,
+    changed: Changed<'_>,
 ) -> Result<Map<String, Json>, ExecError> {
     let n = tx.execute(stmt).await?;
     if n == 0 {
-        return Err(PlanError::NothingChanged(t.key.table.clone()).into());
+        return Err(PlanError::NothingChanged(changed.table.to_string()).into());
     }
-    if let Some(Json::Array(list)) = &ids {
+    if let Some(Json::Array(list)) = &changed.ids {
         // `id[]` must list what changed: when some of `id{}` are not the visitor's (or are
         // gone) the whole write is refused like a write that changed nothing, rather than
         // answering ids it did not touch.
@@ -145,19 +142,19 @@ async fn change(
         if n < distinct.len() as u64 {
             return Err(PlanError::NothingChanged(format!(
                 "{} (only {n} of the {} rows of id{{}})",
-                t.key.table,
+                changed.table,
                 distinct.len()
             ))
             .into());
         }
     }
     let mut answer = Map::new();
-    if explain {
+    if changed.explain {
         answer.insert("sql".into(), json!(stmt.sql));
     }
-    answer.extend(success(n));
-    id_answer(&mut answer, ids);
-    after(tx, t, env, &mut answer).await?;
+    answer.extend(env.envelope.counted(n));
+    id_answer(&mut answer, changed.ids);
+    after(tx, changed.calls, env, &mut answer).await?;
     Ok(answer)
 }
 
@@ -171,42 +168,33 @@ fn id_text(v: &Json) -> String {
 
 pub(super) async fn put_batch(
     tx: &mut Tx<'_>,
-    req: &Request,
+    items: &[UpdateStep],
     env: &WriteEnv<'_>,
-    objects: &[TableObject],
 ) -> Result<Map<String, Json>, ExecError> {
-    let mut ids = Vec::with_capacity(objects.len());
+    let mut ids = Vec::with_capacity(items.len());
     let mut total = 0;
-    for t in objects {
-        let answer = put(tx, req, env, t, false).await?;
+    for step in items {
+        let answer = put(tx, step, env).await?;
         total += answer.get("count").and_then(Json::as_u64).unwrap_or(0);
         ids.push(answer.get("id").cloned().unwrap_or(Json::Null));
     }
-    let mut answer = success(total);
+    let mut answer = env.envelope.counted(total);
     answer.insert("id[]".into(), Json::Array(ids));
     Ok(answer)
 }
 
 pub(super) async fn delete(
     tx: &mut Tx<'_>,
-    req: &Request,
+    step: &DeleteStep,
     env: &WriteEnv<'_>,
-    t: &TableObject,
-    explain: bool,
 ) -> Result<Map<String, Json>, ExecError> {
-    before(t, env)?;
-    let ctx = ctx(env, req);
-    let conditions = TableObject {
-        key: t.key.clone(),
-        entries: t
-            .entries
-            .iter()
-            .filter(|e| !matches!(e, TableEntry::Function { .. }))
-            .cloned()
-            .collect(),
+    before(&step.calls, env)?;
+    let stmt = render_delete(env.dialect, &step.delete);
+    let changed = Changed {
+        table: &step.table,
+        calls: &step.calls,
+        ids: step.ids.clone(),
+        explain: step.explain,
     };
-    let (delete, ids, _plan) = write::delete(&conditions, &ctx, &mut |_| None)?;
-    env.written.note(&delete.table);
-    let stmt = render_delete(env.dialect, &delete);
-    change(tx, env, t, &stmt, ids, explain).await
+    change(tx, env, &stmt, changed).await
 }

@@ -131,7 +131,7 @@ pub(crate) struct Scale {
 pub(crate) fn bound(e: &Expr, scale: Scale) -> Option<Size> {
     Some(match e {
         Expr::Value(Value::Text(t)) => Size::fixed(t.len() as u64),
-        Expr::Value(_) | Expr::Star | Expr::RowNumber { .. } => Size::fixed(SCALAR),
+        Expr::Value(_) | Expr::Slot(_) | Expr::Star | Expr::RowNumber { .. } => Size::fixed(SCALAR),
         Expr::Column { kind, .. } => match kind {
             ColumnKind::Int
             | ColumnKind::Float

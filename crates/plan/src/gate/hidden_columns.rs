@@ -9,7 +9,7 @@ use crate::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan};
 use apijet_core::{Method, Role, Visitor};
 use apijet_request::{Node, Request, TableEntry};
 
-pub(crate) fn schema() -> SchemaCache {
+pub(super) fn schema() -> SchemaCache {
     let roles = vec![Role::Unknown, Role::Login, Role::Owner, Role::Circle];
     let table = |api: &str, sql: &str, columns: &[(&str, ColumnKind)]| Table {
         api_name: api.into(),
@@ -51,7 +51,7 @@ pub(crate) fn schema() -> SchemaCache {
 
 /// Plans the first object of `body` for `method` (logged in as 82001 unless public) and
 /// completes it as execution would.
-pub(crate) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
+pub(super) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
     let schema = schema();
     let options = PlanOptions::default();
     let visitor = Visitor {
@@ -75,7 +75,7 @@ pub(crate) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
         trusted: false,
     };
     let plan = TablePlan::new(t, &ctx)?;
-    Ok(plan.select(&mut |_| None)?.expect("a statement"))
+    Ok(plan.select(&[], &mut |_| None)?.expect("a statement"))
 }
 
 #[track_caller]

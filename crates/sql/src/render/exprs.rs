@@ -109,7 +109,8 @@ impl Writer<'_> {
             s.push_str("NULL");
             return s;
         }
-        self.binds.push(v.clone());
+        self.binds
+            .push(apijet_plan::template::Bind::Value(v.clone()));
         self.d.typed_placeholder(self.binds.len(), v, &mut s);
         s
     }

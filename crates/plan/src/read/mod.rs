@@ -1,0 +1,209 @@
+//! One plan for a whole read (GET, GETS, HEAD, HEADS): [`ReadPlan`].
+//!
+//! The plan mirrors the answer: a [`ContainerPlan`] per JSON object of the answer, whose
+//! members are planned objects ([`ObjectPlan`]: one statement, the functions run on its row,
+//! its children), arrays ([`ArrayPlan`]: paging, SQL joins, the members of an item and how each
+//! is read for all items at once), references, echoed values and functions. Every statement is
+//! a [`crate::TablePlan`] whose values are slots: the request's condition values (see
+//! [`crate::shape`]), earlier results (`k@` references), the parent rows of a batched member, or
+//! a `k-()` function's result; `exec` binds them and runs the statements in request order.
+//!
+//! The mode, how the answer is produced, is chosen here: a point lookup (one object, written as
+//! its row is read), a plain list (streamed row by row), a nested list (streamed item by item),
+//! or a general read (the whole answer assembled, then sent).
+//!
+//! A part of the request that cannot be planned is kept as its error, raised when the read
+//! reaches it: a container stopped by the first-child rule before a faulty member answers as
+//! it did when objects were planned one by one.
+
+mod arrays;
+mod batch;
+mod cache;
+mod container;
+mod deps;
+mod refs;
+
+pub use arrays::{ArrayPlan, CarriedPlan};
+pub use batch::{BatchKind, BatchPlan, Link};
+pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
+pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
+pub use deps::Dependencies;
+pub use refs::{list_key, percent_decode, References};
+
+use crate::keywords::check_root_keywords;
+use crate::schema::SchemaCache;
+use crate::{PlanError, PlanOptions, Visitor};
+use apijet_core::Method;
+use apijet_request::{Node, Request, TableEntry};
+use serde_json::{Map, Value as Json};
+
+/// How a read's answer is produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One object found by plain conditions: its row is written into the answer as it is read.
+    Point,
+    /// A list of plain rows of one table (`"Moment[]"`, or `"[]"` of one object): streamed
+    /// from the cursor to the client.
+    List,
+    /// A list whose items hold more than their row: streamed item by item.
+    Nested,
+    /// Everything else: the whole answer is assembled, then sent.
+    General,
+}
+
+/// What a read is planned for.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadInputs<'a> {
+    /// The schema cache.
+    pub schema: &'a SchemaCache,
+    /// Limits and switches.
+    pub options: &'a PlanOptions,
+    /// GET, HEAD, GETS or HEADS.
+    pub method: Method,
+    /// The visitor, if logged in.
+    pub visitor: Option<&'a Visitor>,
+}
+
+/// The plan of one read.
+#[derive(Debug)]
+pub struct ReadPlan {
+    /// The method.
+    pub method: Method,
+    /// How the answer is produced.
+    pub mode: Mode,
+    /// The answer's top level.
+    pub root: ContainerPlan,
+    /// Custom root `@` keys, answered after the objects.
+    pub customs: Map<String, Json>,
+    /// `format`: keys in the answer in their formatted spelling.
+    pub format: bool,
+    /// Which results references read, so that only those are kept.
+    pub refs: References,
+    /// The plan holds values of the visitor's own (a role's row filter, `getCurrentUser()`):
+    /// it is not shared with other visitors.
+    pub visitor_bound: bool,
+    /// The plan holds a part that could not be planned, kept as its error.
+    pub has_errors: bool,
+    deps: Dependencies,
+    shape: ShapeKey,
+}
+
+impl ReadPlan {
+    /// Plans a read of the request `req`, whose condition values are slots already
+    /// ([`crate::shape::take_values`]).
+    pub fn build(req: &Request, inputs: &ReadInputs<'_>) -> Result<ReadPlan, PlanError> {
+        let customs = check_root_keywords(&req.globals, inputs.method, inputs.options)?;
+        let mut builder = container::Builder::new(req, inputs);
+        let root = builder.container(&req.root.members, "", 1);
+        let mut refs = References::default();
+        refs.collect(&req.root);
+        let mut plan = ReadPlan {
+            method: inputs.method,
+            mode: Mode::General,
+            root,
+            customs: customs.into_iter().collect(),
+            format: req.format,
+            refs,
+            visitor_bound: builder.visitor_bound || role_bound(req, inputs),
+            has_errors: builder.has_errors,
+            deps: builder.deps,
+            shape: ShapeKey::of(req, inputs.method, inputs.visitor.is_some()),
+        };
+        plan.mode = plan.choose_mode(req, inputs.options);
+        Ok(plan)
+    }
+
+    /// What the read depends on: the SQL names of the tables its statements read (subqueries'
+    /// too), and whether anything else decides its answer. Written once, while it is planned.
+    pub fn dependencies(&self) -> &Dependencies {
+        &self.deps
+    }
+
+    /// The shape the plan was made for: every request with this key runs this plan with its
+    /// own values.
+    pub fn shape(&self) -> &ShapeKey {
+        &self.shape
+    }
+
+    /// The object of a [`Mode::Point`] read, with its answer key.
+    pub fn point(&self) -> Option<(&str, &ObjectPlan)> {
+        match self.root.members.as_slice() {
+            [MemberPlan::Object { key, plan: Ok(o) }] if self.mode == Mode::Point => Some((key, o)),
+            _ => None,
+        }
+    }
+
+    /// The list of a [`Mode::List`] or [`Mode::Nested`] read, with its answer key.
+    pub fn list(&self) -> Option<(&str, &ArrayPlan)> {
+        match self.root.members.as_slice() {
+            [MemberPlan::Array { key, plan: Ok(a) }]
+                if matches!(self.mode, Mode::List | Mode::Nested) =>
+            {
+                Some((key, a))
+            }
+            _ => None,
+        }
+    }
+
+    fn choose_mode(&self, req: &Request, options: &PlanOptions) -> Mode {
+        let reads_rows = matches!(self.method, Method::Get | Method::Gets);
+        if self.format || !reads_rows || !self.customs.is_empty() {
+            return Mode::General;
+        }
+        let [member] = req.root.members.as_slice() else {
+            return Mode::General;
+        };
+        match (&member.node, self.root.members.as_slice()) {
+            (Node::Table(t), [MemberPlan::Object { plan: Ok(o), .. }]) => {
+                let plain = t.entries.iter().all(|e| {
+                    matches!(
+                        e,
+                        TableEntry::Condition { .. }
+                            | TableEntry::Slot { .. }
+                            | TableEntry::Keyword { .. }
+                    )
+                });
+                if plain && o.is_point() {
+                    return Mode::Point;
+                }
+                Mode::General
+            }
+            (Node::Array(a), [MemberPlan::Array { plan: Ok(p), key }]) => {
+                if a.join.is_some() || p.paging.mode != crate::array::QueryMode::Rows {
+                    return Mode::General;
+                }
+                if p.is_plain_list(a) {
+                    return Mode::List;
+                }
+                if options.max_arrays > 0 && !self.refs.whole_arrays.contains(key) {
+                    return Mode::Nested;
+                }
+                Mode::General
+            }
+            _ => Mode::General,
+        }
+    }
+}
+
+/// Whether a role named anywhere in the request may filter rows by the visitor's identity.
+fn role_bound(req: &Request, inputs: &ReadInputs<'_>) -> bool {
+    fn filtering(v: &Json) -> bool {
+        !matches!(v.as_str(), Some("UNKNOWN" | "LOGIN"))
+    }
+    fn member(m: &apijet_request::Member) -> bool {
+        match &m.node {
+            Node::Table(t) => t.entries.iter().any(|e| match e {
+                TableEntry::Keyword { name, value } => name == "role" && filtering(value),
+                TableEntry::Child(m) => member(m),
+                TableEntry::SubqueryCondition { subquery, .. }
+                | TableEntry::FromSubquery(subquery) => subquery.items.members.iter().any(member),
+                _ => false,
+            }),
+            Node::Array(a) => a.items.members.iter().any(member),
+            Node::Subquery(q) => q.items.members.iter().any(member),
+            _ => false,
+        }
+    }
+    inputs.visitor.is_some()
+        && (req.global("role").is_some_and(filtering) || req.root.members.iter().any(member))
+}

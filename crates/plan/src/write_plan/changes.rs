@@ -1,0 +1,73 @@
+//! What a write changes: the tables of its statements and of the functions run after its
+//! objects that write themselves, told to whoever follows changes once the write commits.
+
+use super::{ObjectCalls, WriteStep};
+use crate::schema::SchemaCache;
+
+/// A remote function run after a written object that writes itself: the demo's deletions of a
+/// moment's comments and of a comment's replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WritingCall {
+    /// The API table it deletes from.
+    pub table: &'static str,
+    /// The column that names the written object's id.
+    pub column: &'static str,
+    /// It deletes the rows that name the deleted ones too, level by level.
+    pub recursive: bool,
+}
+
+/// The function `call` is, when it writes.
+pub fn writing_call(call: &str) -> Option<WritingCall> {
+    let (column, recursive) = match call {
+        "deleteCommentOfMoment(id)" => ("momentId", false),
+        "deleteChildComment(id)" => ("toId", true),
+        _ => return None,
+    };
+    Some(WritingCall {
+        table: "Comment",
+        column,
+        recursive,
+    })
+}
+
+/// The SQL names of the tables `steps` change, each once, in the order first changed.
+pub(super) fn changes(steps: &[WriteStep], schema: &SchemaCache) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |name: &str| {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    };
+    let calls = |calls: &ObjectCalls, add: &mut dyn FnMut(&str)| {
+        for (_, call) in &calls.after {
+            let table = writing_call(call).and_then(|w| schema.table(w.table));
+            if let Some(t) = table {
+                add(&t.sql_name);
+            }
+        }
+    };
+    for step in steps {
+        match step {
+            WriteStep::Insert(s) => {
+                add(s.table.as_str());
+                s.calls.iter().for_each(|c| calls(c, &mut add));
+            }
+            WriteStep::Update(s) => {
+                add(s.update.table.as_str());
+                calls(&s.calls, &mut add);
+            }
+            WriteStep::UpdateBatch { items, .. } => {
+                for s in items {
+                    add(s.update.table.as_str());
+                    calls(&s.calls, &mut add);
+                }
+            }
+            WriteStep::Delete(s) => {
+                add(s.delete.table.as_str());
+                calls(&s.calls, &mut add);
+            }
+            WriteStep::Echo { .. } | WriteStep::Fail(_) => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,210 @@
+//! The answer of a read, in the form its plan chose: [`AnswerWriter`] is the sink
+//! `apijet_exec::read::run` writes into, and holds the writer of that form: one object written
+//! as its row is read ([`ObjectSink`]), a list streamed row by row ([`StreamSink`]) or item by
+//! item ([`ItemStream`]), or the whole members of a general answer ([`crate::success`]).
+
+use crate::nested::ItemStream;
+use crate::object::ObjectSink;
+use crate::stream::{Chunk, StreamSink};
+use apijet_exec::cell::Cell;
+use apijet_exec::sink::{AnswerSink, Form, ItemSink, RowSink, SinkError};
+use bytes::Bytes;
+use serde_json::{Map, Value as Json};
+use tokio::sync::mpsc;
+
+/// The writer of one read's answer.
+pub struct AnswerWriter<'p> {
+    writer: Writer<'p>,
+    /// Where a streamed answer's chunks go (none: the answer is held whole).
+    tx: Option<mpsc::Sender<Chunk>>,
+    max_rows: usize,
+    max_bytes: usize,
+}
+
+enum Writer<'p> {
+    Unopened,
+    Object(ObjectSink<'p>),
+    List(StreamSink),
+    Items(ItemStream),
+    Members(Map<String, Json>, bool),
+}
+
+/// A written answer.
+#[derive(Debug)]
+pub enum Finished {
+    /// The whole answer, written (one object).
+    Bytes {
+        /// The answer.
+        body: Bytes,
+        /// Rows it holds.
+        rows: u64,
+    },
+    /// The whole answer as JSON (a general read).
+    Json(Json),
+    /// The answer went out as chunks.
+    Sent {
+        /// Rows or items it held.
+        rows: u64,
+    },
+}
+
+impl<'p> AnswerWriter<'p> {
+    /// A writer that holds the answer whole (a point lookup, a general read), within
+    /// `max_rows` and about `max_bytes`.
+    pub fn buffered(max_rows: usize, max_bytes: usize) -> AnswerWriter<'p> {
+        AnswerWriter {
+            writer: Writer::Unopened,
+            tx: None,
+            max_rows,
+            max_bytes,
+        }
+    }
+
+    /// A writer that sends the answer's chunks to `tx` as they fill (a list).
+    pub fn streamed(
+        tx: mpsc::Sender<Chunk>,
+        max_rows: usize,
+        max_bytes: usize,
+    ) -> AnswerWriter<'p> {
+        AnswerWriter {
+            tx: Some(tx),
+            ..AnswerWriter::buffered(max_rows, max_bytes)
+        }
+    }
+
+    /// Ends the answer: the envelope after what was written, sent or returned. `statements`
+    /// goes before the first chunk of a streamed answer that was held whole.
+    pub async fn finish(self, time_ms: u64, statements: usize) -> Result<Finished, SinkError> {
+        Ok(match self.writer {
+            Writer::Unopened => Finished::Json(crate::success(Map::new(), false)),
+            Writer::Object(sink) => Finished::Bytes {
+                rows: sink.rows() as u64,
+                body: sink.finish(time_ms),
+            },
+            Writer::List(sink) => {
+                let rows = sink.rows();
+                sink.finish(time_ms).await?;
+                Finished::Sent { rows }
+            }
+            Writer::Items(sink) => {
+                let rows = sink.items();
+                sink.finish(time_ms, statements).await?;
+                Finished::Sent { rows }
+            }
+            Writer::Members(members, format) => Finished::Json(crate::success(members, format)),
+        })
+    }
+
+    fn channel(&self) -> mpsc::Sender<Chunk> {
+        match &self.tx {
+            Some(tx) => tx.clone(),
+            // A held answer has no channel: a list opened on it has nowhere to go, and its
+            // first row finds the channel closed.
+            None => mpsc::channel(1).0,
+        }
+    }
+}
+
+impl<'p> AnswerSink<'p> for AnswerWriter<'p> {
+    fn open(&mut self, form: Form<'p>) {
+        self.writer = match form {
+            Form::Object { key, json_outputs } => Writer::Object(ObjectSink::new(
+                key,
+                json_outputs,
+                self.max_rows,
+                self.max_bytes,
+            )),
+            Form::List {
+                key,
+                wrap,
+                json_outputs,
+            } => Writer::List(StreamSink::new(
+                self.channel(),
+                key,
+                wrap,
+                json_outputs.to_vec(),
+                self.max_bytes,
+            )),
+            Form::Items { key } => Writer::Items(ItemStream::new(self.channel(), key)),
+            Form::Members { format } => Writer::Members(Map::new(), format),
+        };
+    }
+
+    fn members(&mut self, results: Map<String, Json>) {
+        if let Writer::Members(members, _) = &mut self.writer {
+            *members = results;
+        }
+    }
+
+    fn over_budget(&self) -> bool {
+        matches!(&self.writer, Writer::Object(sink) if sink.over_budget)
+    }
+
+    fn started(&self) -> bool {
+        match &self.writer {
+            Writer::List(sink) => sink.started(),
+            Writer::Items(sink) => sink.started(),
+            _ => false,
+        }
+    }
+}
+
+impl RowSink for AnswerWriter<'_> {
+    fn columns(&mut self, names: &[String]) {
+        match &mut self.writer {
+            Writer::Object(sink) => sink.columns(names),
+            Writer::List(sink) => sink.columns(names),
+            _ => {}
+        }
+    }
+
+    fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
+        match &mut self.writer {
+            Writer::Object(sink) => sink.row(cells),
+            Writer::List(sink) => sink.row(cells),
+            _ => Err(SinkError::Closed),
+        }
+    }
+
+    fn wants_flush(&self) -> bool {
+        matches!(&self.writer, Writer::List(sink) if RowSink::wants_flush(sink))
+    }
+
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        match &mut self.writer {
+            Writer::List(sink) => RowSink::flush(sink).await,
+            _ => Ok(()),
+        }
+    }
+
+    fn restartable(&self) -> bool {
+        matches!(self.writer, Writer::Object(_))
+    }
+
+    fn restart(&mut self) {
+        match &mut self.writer {
+            Writer::Object(sink) => sink.restart(),
+            // Opened again by the read that starts over.
+            _ => self.writer = Writer::Unopened,
+        }
+    }
+}
+
+impl ItemSink for AnswerWriter<'_> {
+    fn item(&mut self, item: Json) {
+        if let Writer::Items(sink) = &mut self.writer {
+            sink.item(item);
+        }
+    }
+
+    fn wants_flush(&self) -> bool {
+        matches!(&self.writer, Writer::Items(sink) if ItemSink::wants_flush(sink))
+    }
+
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        match &mut self.writer {
+            Writer::Items(sink) => ItemSink::flush(sink).await,
+            _ => Ok(()),
+        }
+    }
+}

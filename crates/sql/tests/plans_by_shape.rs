@@ -1,0 +1,310 @@
+//! A read is planned once per shape, and every request of the shape binds its own values into
+//! that plan: what a request gets from the kept plan must be exactly what planning it afresh
+//! gives. Random bodies of one table object (every comparison and list form, keywords that
+//! shape the statement, values of every JSON type, `id`s that match nothing) check it for every
+//! dialect: the statement a template writes with a request's values equals the statement the
+//! plan makes with them, whenever the template takes them; and requests of one shape share one
+//! kept plan, while a different keyword or method is another shape.
+
+use apijet_core::{Method, Role, Visitor};
+use apijet_plan::read::{MemberPlan, PlanCache, ReadInputs, ReadPlan, ShapeKey};
+use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::shape::take_values;
+use apijet_plan::template::Template;
+use apijet_plan::PlanOptions;
+use apijet_request::Request;
+use apijet_sql::{render, render_template, Dialect, MySql, Postgres, Sqlite};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value as Json};
+use std::sync::Arc;
+
+fn schema() -> SchemaCache {
+    use ColumnKind::*;
+    let roles = vec![Role::Unknown, Role::Login, Role::Owner];
+    let mut s = SchemaCache::new();
+    s.insert(Table {
+        api_name: "User".into(),
+        sql_name: "apijson_user".into(),
+        columns: [("id", Int), ("name", Text)]
+            .iter()
+            .map(|(name, kind)| Column {
+                name: (*name).into(),
+                kind: *kind,
+            })
+            .collect(),
+        access: Some(std::array::from_fn(|_| roles.clone())),
+        debug_only: false,
+        system: false,
+    });
+    s.insert(Table {
+        api_name: "Moment".into(),
+        sql_name: "Moment".into(),
+        columns: [
+            ("id", Int),
+            ("userId", Int),
+            ("content", Text),
+            ("date", Timestamp),
+        ]
+        .iter()
+        .map(|(name, kind)| Column {
+            name: (*name).into(),
+            kind: *kind,
+        })
+        .collect(),
+        access: Some(std::array::from_fn(|_| roles.clone())),
+        debug_only: false,
+        system: false,
+    });
+    s
+}
+
+fn request(body: &Json) -> (Request, Vec<Json>) {
+    let Json::Object(map) = body.clone() else {
+        panic!("an object")
+    };
+    let mut req = Request::from_map(map).expect("request");
+    let values = take_values(&mut req, &PlanOptions::default().expr).expect("values");
+    (req, values)
+}
+
+fn value() -> impl Strategy<Value = Json> {
+    prop_oneof![
+        (-3i64..5).prop_map(Json::from),
+        Just(json!(9_007_199_254_740_993u64)),
+        Just(json!(18_446_744_073_709_551_615u64)),
+        Just(json!(2.5)),
+        Just(json!(-0.5)),
+        Just(json!("")),
+        Just(json!("82001")),
+        Just(json!("a'b")),
+        Just(json!(true)),
+        Just(json!([1, 2])),
+        Just(json!([])),
+    ]
+}
+
+fn key() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "id",
+        "id!",
+        "id>",
+        "id<=",
+        "id{}",
+        "id&{}",
+        "userId",
+        "userId!",
+        "userId>=",
+        "content",
+        "content!",
+        "content$",
+        "content~",
+        "date<",
+        "id%",
+        "content[>",
+    ])
+}
+
+fn keyword() -> impl Strategy<Value = Option<(&'static str, &'static str)>> {
+    prop::option::of(prop::sample::select(vec![
+        ("@column", "id,content"),
+        ("@order", "id-"),
+        ("@cast", "date:DATE"),
+        ("@combine", "content | userId"),
+        ("@string", "userId"),
+        ("@trim", "content"),
+        ("@role", "OWNER"),
+    ]))
+}
+
+fn body() -> impl Strategy<Value = Json> {
+    (prop::collection::vec((key(), value()), 1..4), keyword()).prop_map(|(conditions, keyword)| {
+        let mut object = Map::new();
+        for (k, v) in conditions {
+            object.insert(k.to_string(), v);
+        }
+        if let Some((k, v)) = keyword {
+            object.insert(k.to_string(), json!(v));
+        }
+        json!({ "Moment": object })
+    })
+}
+
+fn dialects() -> [&'static dyn Dialect; 4] {
+    [
+        &Sqlite,
+        &Postgres,
+        &MySql { mariadb: true },
+        &MySql { mariadb: false },
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_template_writes_what_planning_the_request_writes(body in body()) {
+        let schema = schema();
+        let options = PlanOptions::default();
+        let visitor = Visitor { id: 82001, contacts: vec![82002], foreign_schema: None };
+        for visitor in [None, Some(&visitor)] {
+            let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor };
+            let (req, values) = request(&body);
+            let Ok(plan) = ReadPlan::build(&req, &inputs) else { continue };
+            let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
+                continue;
+            };
+            let planned = object.table.select(&values, &mut |_| None);
+            let Some(template) = object.table.template() else { continue };
+            if !template.accepts(&values) {
+                continue;
+            }
+            let planned = planned.expect("a request a template takes plans");
+            let planned = planned.expect("a request a template takes can match");
+            for d in dialects() {
+                let text = render_template(d, &template.select);
+                let fresh = render(d, &planned);
+                prop_assert_eq!(&text.sql, &fresh.sql, "{}", body);
+                prop_assert_eq!(Template::binds(&text, &values), fresh.binds, "{}", body);
+            }
+        }
+    }
+
+    #[test]
+    fn requests_of_one_shape_share_one_plan(body in body(), other in value()) {
+        let schema = schema();
+        let options = PlanOptions::default();
+        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let cache = PlanCache::default();
+        let (req, _) = request(&body);
+        let Ok(first) = cache.plan(&req, &inputs) else { return Ok(()) };
+        // The same keys with other values: the same shape, the same plan.
+        let mut changed = body.clone();
+        for (k, v) in changed["Moment"].as_object_mut().expect("object").iter_mut() {
+            if !k.starts_with('@') {
+                *v = other.clone();
+            }
+        }
+        let (again, _) = request(&changed);
+        if ShapeKey::of(&again, Method::Get, false) == ShapeKey::of(&req, Method::Get, false) {
+            let second = cache.plan(&again, &inputs).expect("the shape planned before");
+            prop_assert!(first.has_errors || Arc::ptr_eq(&first, &second));
+        }
+        // Another method is another shape.
+        prop_assert_ne!(ShapeKey::of(&req, Method::Get, false), ShapeKey::of(&req, Method::Gets, false));
+        prop_assert_ne!(ShapeKey::of(&req, Method::Get, false), ShapeKey::of(&req, Method::Get, true));
+    }
+}
+
+#[test]
+fn values_that_decide_the_statement_are_decided_per_request() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let cache = PlanCache::default();
+    let (none, none_values) = request(&json!({"Moment": {"id": 0}}));
+    let (some, some_values) = request(&json!({"Moment": {"id": 5}}));
+    let (list, list_values) = request(&json!({"Moment": {"id": [1, 2, 3]}}));
+    let first = cache.plan(&none, &inputs).expect("plan");
+    let second = cache.plan(&some, &inputs).expect("plan");
+    let third = cache.plan(&list, &inputs).expect("plan");
+    assert!(Arc::ptr_eq(&first, &second) && Arc::ptr_eq(&first, &third));
+    let (_, object) = first.point().expect("a point lookup");
+    let select = |values: &[Json]| object.table.select(values, &mut |_| None);
+    assert!(
+        select(&none_values).expect("plans").is_none(),
+        "id 0 matches nothing"
+    );
+    assert!(select(&some_values).expect("plans").is_some());
+    assert!(select(&list_values).is_err(), "a list is no id");
+    let template = object.table.template().expect("a template");
+    assert!(!template.accepts(&none_values) && template.accepts(&some_values));
+    assert!(!template.accepts(&list_values));
+}
+
+#[test]
+fn plans_with_the_visitors_own_values_are_not_kept() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let visitor = Visitor {
+        id: 82001,
+        contacts: vec![],
+        foreign_schema: None,
+    };
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: Some(&visitor),
+    };
+    let cache = PlanCache::default();
+    let (owner, _) = request(&json!({"Moment": {"@role": "OWNER", "id": 1}}));
+    let first = cache.plan(&owner, &inputs).expect("plan");
+    let second = cache.plan(&owner, &inputs).expect("plan");
+    assert!(first.visitor_bound && !Arc::ptr_eq(&first, &second));
+    assert!(cache.is_empty());
+    let (login, _) = request(&json!({"Moment": {"id": 1}}));
+    let first = cache.plan(&login, &inputs).expect("plan");
+    let second = cache.plan(&login, &inputs).expect("plan");
+    assert!(Arc::ptr_eq(&first, &second) && cache.len() == 1);
+}
+
+#[test]
+fn a_plan_names_the_tables_it_reads_and_its_shape() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let (req, _) = request(&json!({
+        "Moment": {"userId{}@": {"from": "User", "User": {"@column": "id", "name$": "a%"}}},
+        "[]": {"count": 2, "Moment": {"id>": 1}}
+    }));
+    let plan = ReadPlan::build(&req, &inputs).expect("plan");
+    let deps = plan.dependencies();
+    // SQL names, as writes and triggers name the tables they change.
+    assert_eq!(
+        deps.tables.iter().collect::<Vec<_>>(),
+        ["Moment", "apijson_user"]
+    );
+    assert!(!deps.opaque && !deps.volatile_with(&[]));
+    assert_eq!(plan.shape(), &ShapeKey::of(&req, Method::Get, false));
+}
+
+/// What decides whether a read's answer changes without a write: a volatile function in its
+/// select list or ordering, or in the request's value of a range expression (which the shared
+/// plan leaves to the value).
+#[test]
+fn a_plan_knows_what_changes_its_answer_without_a_write() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let deps = |body: Json| {
+        let (req, values) = request(&body);
+        let plan = ReadPlan::build(&req, &inputs).expect("plan");
+        (plan.dependencies().clone(), values)
+    };
+    let (d, v) = deps(json!({"Moment": {"@column": "id;now():t"}}));
+    assert!(d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"@order": "rand()"}}));
+    assert!(d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"@column": "id;length(content):n"}}));
+    assert!(!d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"id{}": "now()>date"}}));
+    assert!(d.volatile_with(&v), "{d:?} {v:?}");
+    let (d2, v2) = deps(json!({"Moment": {"id{}": "length(content)>2"}}));
+    assert_eq!(d, d2, "one shape, one plan");
+    assert!(!d2.volatile_with(&v2));
+}

@@ -1,0 +1,65 @@
+//! The application: its state, wired once at start-up, and the request entry ([`entry`]).
+//!
+//! The state holds the [`Pipeline`] (the database, its snapshot, the plan options, the
+//! counters) and the features around it, each with what it needs: the account endpoints, the
+//! sessions, the limits of anonymous visitors. Features depend on the pipeline, never on the
+//! state, so every dependency points one way: HTTP edge → state → features → pipeline.
+
+pub mod entry;
+
+use crate::accounts::session::Sessions;
+use crate::accounts::Accounts;
+use crate::anonymous::AnonymousReads;
+use crate::config::Config;
+use crate::live::{Live, LiveSettings};
+use crate::pipeline::Pipeline;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every request shares; built once at start-up.
+pub struct AppState {
+    /// The database, its snapshot, the plan options and the counters.
+    pub pipeline: Arc<Pipeline>,
+    /// Who the visitor of a request is.
+    pub sessions: Arc<Sessions>,
+    /// The account endpoints: codes, logins, passwords, balances.
+    pub accounts: Accounts,
+    /// User ids allowed to `POST /reload`.
+    pub admins: Vec<i64>,
+    /// Requests slower than this are logged with their request.
+    slow: Option<Duration>,
+    /// What visitors who are not logged in may cost at once.
+    anonymous: Arc<AnonymousReads>,
+    /// Live answers (`/subscribe`).
+    pub live: Arc<Live>,
+}
+
+impl AppState {
+    /// Connects, seeds the default SQLite database on first start, loads the snapshot, and
+    /// wires the features to the pipeline.
+    pub async fn start(cfg: &Config) -> Result<AppState, String> {
+        let pipeline = Arc::new(Pipeline::start(cfg).await?);
+        let sessions = Arc::new(Sessions::new(cfg)?);
+        let live = Arc::new(Live::new(
+            LiveSettings::of(cfg, pipeline.backend.engine()),
+            Arc::clone(&pipeline),
+        ));
+        Ok(AppState {
+            live,
+            accounts: Accounts::new(cfg, Arc::clone(&pipeline), Arc::clone(&sessions)),
+            pipeline,
+            sessions,
+            admins: cfg.admins.clone(),
+            slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
+            anonymous: AnonymousReads::new(
+                cfg.anonymous_reads_per_address,
+                Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+            ),
+        })
+    }
+
+    /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
+    pub async fn reload(&self) -> Result<(), String> {
+        self.pipeline.reload().await
+    }
+}

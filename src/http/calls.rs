@@ -1,0 +1,184 @@
+//! The APIJSON calls: `POST /{method}`, `POST /{method}/{tag}`, `GET /get/{json}` and
+//! `GET /head/{json}` (with validators for revalidation), and `POST /router/{method}/{tag}`
+//! (`crate::templates`).
+
+use super::reply::send;
+use super::{accept, middleware};
+use crate::app::entry::Call;
+use crate::app::AppState;
+use crate::observe::Facts;
+use crate::pipeline::answer::Answer;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+type Shared = Arc<AppState>;
+type Params = Query<Vec<(String, String)>>;
+
+pub async fn call(
+    State(s): State<Shared>,
+    Path(method): Path<String>,
+    Query(q): Params,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: None,
+        query: &q,
+        body: &body,
+        visitor,
+        peer: accept::peer(),
+    };
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
+    send(&s, answer, facts).await
+}
+
+pub async fn call_tag(
+    State(s): State<Shared>,
+    Path((method, tag)): Path<(String, String)>,
+    Query(q): Params,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        Bytes::from_static(b"{}")
+    } else {
+        body
+    };
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: Some(&tag),
+        query: &q,
+        body: &body,
+        visitor,
+        peer: accept::peer(),
+    };
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
+    send(&s, answer, facts).await
+}
+
+/// `GET /get/{url-encoded-json}` and `GET /head/{…}`: the request in the URL, for browsers and
+/// quick checks. Only reads: a browser sends the `SameSite=Lax` login cookie along with a
+/// cross-site top-level navigation, so any other method here would let a link on any site
+/// write as its visitor. They answer 405, as the reference (which maps only `GET /get/…`).
+pub async fn call_in_url(
+    State(s): State<Shared>,
+    Path((method, json)): Path<(String, String)>,
+    Query(q): Params,
+    headers: HeaderMap,
+) -> Response {
+    let read = apijet_core::Method::from_url(&method);
+    if !matches!(
+        read,
+        Some(apijet_core::Method::Get | apijet_core::Method::Head)
+    ) {
+        // Only a known method's name is echoed: the path is the client's.
+        let name = read.map_or("{method}", |_| method.as_str());
+        let mut r = middleware::refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!(
+                "GET serves only /get/… and /head/… (reads); send POST /{name} with the \
+                 request as the body"
+            ),
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let visitor = s.sessions.visitor(&headers);
+    let call = Call {
+        method: &method,
+        tag: None,
+        query: &q,
+        body: json.as_bytes(),
+        visitor,
+        peer: accept::peer(),
+    };
+    let mut facts = Facts::default();
+    let answer = s.answer(call, &mut facts).await;
+    // A browser or proxy revalidating a GET gets 304 when the data has not changed; `time`
+    // changes on every answer, so it is left out of the tag.
+    let tag = match &answer {
+        Answer::Json(v) | Answer::Counted(v, _) => etag(v),
+        Answer::Bytes { body, .. } => written_etag(body),
+        Answer::Stream(_) => None,
+    };
+    if let Some(tag) = &tag {
+        let matches = headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+        if matches {
+            let mut r = StatusCode::NOT_MODIFIED.into_response();
+            if let Ok(v) = HeaderValue::from_str(tag) {
+                r.headers_mut().insert(header::ETAG, v);
+            }
+            return r;
+        }
+    }
+    let mut r = send(&s, answer, facts).await;
+    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// A strong validator for a successful answer: a hash of it without `time`.
+fn etag(answer: &serde_json::Value) -> Option<String> {
+    let mut m = answer.as_object()?.clone();
+    if m.get("code").and_then(serde_json::Value::as_i64) != Some(200) {
+        return None;
+    }
+    m.remove("time");
+    Some(etag_of(&serde_json::to_string(&m).ok()?))
+}
+
+/// The validator of an answer written as bytes (always a success): the same hash as [`etag`],
+/// over the same text, which is the answer without its last member, `time`.
+fn written_etag(body: &[u8]) -> Option<String> {
+    let cut = body.windows(8).rposition(|w| w == b",\"time\":")?;
+    let mut text = std::str::from_utf8(&body[..cut]).ok()?.to_string();
+    text.push('}');
+    Some(etag_of(&text))
+}
+
+fn etag_of(text: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    format!("\"{:016x}\"", h.finish())
+}
+
+/// `POST /router/{method}/{tag}`: the call its template stands for (`crate::templates`).
+pub async fn router_call(
+    State(s): State<Shared>,
+    Path((method, tag)): Path<(String, String)>,
+    Query(q): Params,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut facts = Facts::default();
+    let visitor = s.sessions.visitor(&headers);
+    let answer = match crate::templates::route(&s.pipeline, &method, &tag, &q, &body).await {
+        Ok(routed) => {
+            let call = Call {
+                method: &method,
+                tag: routed.tag.as_deref(),
+                query: &routed.query,
+                body: &routed.body,
+                visitor,
+                peer: accept::peer(),
+            };
+            s.answer(call, &mut facts).await
+        }
+        Err(e) => Answer::Json(s.pipeline.failure(&e)),
+    };
+    send(&s, answer, facts).await
+}

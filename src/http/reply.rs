@@ -1,0 +1,138 @@
+//! From an [`Answer`] to an HTTP response: HTTP 200 with the APIJSON code in the body, for
+//! every call that reached the parser; a streamed answer waits for its first chunk, so that an
+//! error before any data is still an error envelope.
+
+use crate::app::AppState;
+use crate::observe::Facts;
+use crate::pipeline::answer::Answer;
+use apijet_response::stream::Chunk;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::{stream, StreamExt};
+use std::sync::Arc;
+
+pub fn json_response(v: &serde_json::Value) -> Response {
+    let started = std::time::Instant::now();
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    let encode = started.elapsed();
+    let mut r = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body,
+    )
+        .into_response();
+    r.extensions_mut().insert(Facts {
+        code: answer_code(v),
+        encode: Some(encode),
+        ..Facts::default()
+    });
+    r
+}
+
+/// The APIJSON code of an answer.
+fn answer_code(v: &serde_json::Value) -> u16 {
+    v.get("code")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(200, |c| c.min(999) as u16)
+}
+
+/// Sends an answer. A streamed answer waits for its first chunk: an error before any data is
+/// still a normal error envelope; an error after it aborts the body.
+pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Response {
+    let with_facts = |mut r: Response, mut facts: Facts| {
+        if let Some(f) = r.extensions_mut().get_mut::<Facts>() {
+            facts.code = f.code;
+            facts.encode = f.encode;
+            *f = facts;
+        }
+        r
+    };
+    let mut rx = match answer {
+        Answer::Json(v) => return with_facts(json_response(&v), facts),
+        Answer::Counted(v, statements) => {
+            let mut r = json_response(&v);
+            r.headers_mut()
+                .insert("x-apijet-statements", HeaderValue::from(statements));
+            facts.statements = Some(statements);
+            if tracing::enabled!(tracing::Level::INFO) {
+                facts.rows = Some(crate::observe::rows_in(&v, 0));
+            }
+            return with_facts(r, facts);
+        }
+        Answer::Bytes {
+            body,
+            statements,
+            rows,
+        } => {
+            let mut r = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+                body,
+            )
+                .into_response();
+            r.headers_mut()
+                .insert("x-apijet-statements", HeaderValue::from(statements));
+            facts.code = 200;
+            facts.statements = Some(statements);
+            facts.rows = Some(rows);
+            r.extensions_mut().insert(facts);
+            return r;
+        }
+        Answer::Stream(rx) => rx,
+    };
+    let mut statements = None;
+    let first = loop {
+        match rx.recv().await {
+            Some(Chunk::Data(b)) => break b,
+            Some(Chunk::Statements(n)) => statements = Some(n),
+            Some(Chunk::Fail(e)) => {
+                return with_facts(json_response(&state.pipeline.failure(&e)), facts)
+            }
+            None => {
+                let e = apijet_response::ApiError::Unsupported(
+                    "the list stream ended unexpectedly".into(),
+                );
+                return with_facts(json_response(&state.pipeline.failure(&e)), facts);
+            }
+        }
+    };
+    facts.code = 200;
+    facts.statements = Some(statements.unwrap_or(1));
+    let metrics = Arc::clone(&state.pipeline.metrics);
+    metrics.streamed_bytes(first.len() as u64);
+    let rest = stream::unfold(rx, move |mut rx| {
+        let metrics = Arc::clone(&metrics);
+        async move {
+            match rx.recv().await {
+                Some(Chunk::Data(b)) => {
+                    metrics.streamed_bytes(b.len() as u64);
+                    Some((Ok(b), rx))
+                }
+                Some(Chunk::Fail(e)) => {
+                    tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
+                    Some((Err(std::io::Error::other(e.to_string())), rx))
+                }
+                // Only ever sent before the first data.
+                Some(Chunk::Statements(_)) => Some((Ok(Bytes::new()), rx)),
+                None => None,
+            }
+        }
+    });
+    // Fused: compression layers poll a body again after its end, which `unfold` forbids.
+    let body = stream::iter([Ok::<_, std::io::Error>(first)])
+        .chain(rest)
+        .fuse();
+    let mut r = (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        Body::from_stream(body),
+    )
+        .into_response();
+    if let Some(n) = statements {
+        r.headers_mut()
+            .insert("x-apijet-statements", HeaderValue::from(n));
+    }
+    r.extensions_mut().insert(facts);
+    r
+}

@@ -1,0 +1,160 @@
+//! What every request through the stages shares: the database (the primary and its read
+//! replicas) with its dialect, the snapshot of what the database says the API is, the plan
+//! options, the ids of inserted rows and the counters. The request entry (`crate::app`) and
+//! the features around the pipeline (accounts, `/router` templates, `/crud`) read and write
+//! through it: [`read`] runs the plan of a request's shape, [`write`] the writes that are not
+//! the request entry's own.
+
+pub mod answer;
+pub mod changes;
+mod connect;
+mod read;
+pub mod snapshot;
+mod whole;
+mod write;
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use apijet_core::{Method, Value, Visitor};
+use apijet_exec::ids::IdGenerator;
+use apijet_exec::queue::WriteQueue;
+use apijet_exec::read::fetch_rows;
+use apijet_exec::write::WriteEnv;
+use apijet_exec::Backend;
+use apijet_plan::schema::Table;
+use apijet_plan::verify::{verify, ExistenceCheck};
+use apijet_plan::write_plan::{WriteInputs, WritePlan};
+use apijet_plan::{lookup, PlanError, PlanOptions};
+use apijet_request::Request;
+use apijet_response::{failure, ApiError};
+use apijet_sql::Dialect;
+use arc_swap::ArcSwap;
+use serde_json::{Map, Value as Json};
+use snapshot::{load_snapshot, Snapshot};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The database, its snapshot and the plan options; built once at start-up.
+pub struct Pipeline {
+    pub backend: Arc<Backend>,
+    /// Read replicas for GET and HEAD (none: everything on `backend`).
+    replicas: Vec<Arc<Backend>>,
+    next_replica: AtomicUsize,
+    dialect: Box<dyn Dialect>,
+    snapshot: ArcSwap<Snapshot>,
+    pub options: PlanOptions,
+    /// Ids for inserted rows.
+    ids: IdGenerator,
+    /// Most rows in one batch write.
+    max_batch: usize,
+    /// Group commit of single-row inserts, when on.
+    queue: Option<WriteQueue>,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// The tables committed writes changed (live answers follow them).
+    pub changes: changes::Changes,
+}
+
+impl Pipeline {
+    /// Connects to the database and its replicas, seeds the default SQLite database on first
+    /// start, and loads the snapshot.
+    pub async fn start(cfg: &Config) -> Result<Pipeline, String> {
+        connect::start(cfg).await
+    }
+
+    /// Where a read runs: GET and HEAD go to the read replicas in turn, when there are any;
+    /// everything else (private reads, the reads of `/crud`, logins) to the primary.
+    pub(crate) fn reader(&self, method: Method) -> &Arc<Backend> {
+        if self.replicas.is_empty() || !matches!(method, Method::Get | Method::Head) {
+            return &self.backend;
+        }
+        let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
+        &self.replicas[i % self.replicas.len()]
+    }
+
+    pub(crate) fn write_env<'a>(
+        &'a self,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+    ) -> WriteEnv<'a> {
+        WriteEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            visitor,
+            ids: &self.ids,
+            max_insert_rows: self.max_batch,
+            envelope: &apijet_response::Envelopes,
+        }
+    }
+
+    /// Plans a verified write; `trusted` for the server's own (`/register`, accounts).
+    pub(crate) fn plan_write(
+        &self,
+        req: &Request,
+        checks: &[ExistenceCheck],
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+        trusted: bool,
+    ) -> Result<WritePlan, PlanError> {
+        let inputs = WriteInputs {
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+            trusted,
+        };
+        WritePlan::build(req, checks, &inputs)
+    }
+
+    /// The current snapshot; cheap, and stable for as long as the caller holds it.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
+    pub async fn reload(&self) -> Result<(), String> {
+        let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
+        self.snapshot.store(Arc::new(fresh));
+        // Access and Request rules may have changed: every followed read is read again.
+        self.changes.committed([changes::EVERY_TABLE]);
+        Ok(())
+    }
+
+    /// The error envelope (server faults are logged once, here).
+    pub fn failure(&self, e: &ApiError) -> Json {
+        if e.client_left() {
+            tracing::debug!("the client left before its answer was complete");
+        } else if e.code() == 500 {
+            tracing::error!(error = %e, "request failed");
+        } else if e.is_database_refusal() {
+            tracing::warn!(code = e.code(), error = %e, "the database refused a request");
+        }
+        failure(e, self.options.debug)
+    }
+
+    /// GETS and HEADS: the `Request` table's structure decides what may run.
+    pub(crate) fn verify(
+        &self,
+        method: Method,
+        map: Map<String, Json>,
+        snapshot: &Snapshot,
+    ) -> Result<Map<String, Json>, ApiError> {
+        Ok(verify(method, map, &snapshot.rules)?.request)
+    }
+
+    /// The rows of `table` where `key = value`, with `columns` (`json_outputs` of them
+    /// answered as JSON), read on the primary as the server itself, without roles: the
+    /// lookups of logins, verification codes and `/router` templates.
+    pub async fn lookup(
+        &self,
+        table: &Table,
+        columns: &[&str],
+        (key, value): (&str, Value),
+        json_outputs: &[String],
+    ) -> Result<Vec<Map<String, Json>>, ApiError> {
+        let select = lookup(table, columns, key, value)?;
+        Ok(fetch_rows(&self.backend, self.dialect.as_ref(), &select, json_outputs).await?)
+    }
+}
