@@ -179,24 +179,9 @@ pub struct BenchArgs {
     /// Internal: the HOST:PORT of --serve-handwritten.
     #[arg(long, hide = true)]
     pub handwritten_listen: Option<String>,
-    /// Live scenario: subscriber levels (default 1000,10000,20000; --quick 100).
-    #[arg(long, value_delimiter = ',')]
-    pub live_levels: Option<Vec<u64>>,
-    /// Live scenario: seconds of writes per level (default 10; --quick 3).
-    #[arg(long)]
-    pub live_seconds: Option<u64>,
-    /// Internal: run the live scenario's subscribers against this apijet (HOST:PORT).
-    #[arg(long, hide = true, requires_all = ["live_first", "live_count", "live_out"])]
-    pub live_client: Option<String>,
-    /// Internal: the first moment id of --live-client.
-    #[arg(long, hide = true)]
-    pub live_first: Option<i64>,
-    /// Internal: how many subscribers --live-client holds.
-    #[arg(long, hide = true)]
-    pub live_count: Option<usize>,
-    /// Internal: where --live-client writes the answers it saw.
-    #[arg(long, hide = true)]
-    pub live_out: Option<String>,
+    /// The live scenario's options.
+    #[command(flatten)]
+    pub live: live_client::LiveArgs,
 }
 
 impl BenchArgs {
@@ -310,14 +295,14 @@ impl Settings {
             tfb_connections: if q { 4 } else { 64 },
             rate_fraction: a.rate_fraction,
             keys: if q { 100 } else { 10_000 },
-            live_levels: a.live_levels.clone().unwrap_or_else(|| {
+            live_levels: a.live.live_levels.clone().unwrap_or_else(|| {
                 if q {
                     vec![100]
                 } else {
                     vec![1_000, 10_000, 20_000]
                 }
             }),
-            live_seconds: a.live_seconds.unwrap_or(if q { 3 } else { 10 }).max(1),
+            live_seconds: a.live.live_seconds.unwrap_or(if q { 3 } else { 10 }).max(1),
         })
     }
 }
@@ -367,16 +352,8 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
     ) {
         return handwritten::serve(db, listen, handwritten::Lookup::parse(spec)?).await;
     }
-    if let (Some(addr), Some(first), Some(count), Some(out)) = (
-        &args.live_client,
-        args.live_first,
-        args.live_count,
-        &args.live_out,
-    ) {
-        let addr = addr
-            .parse()
-            .map_err(|e| format!("--live-client {addr}: {e}"))?;
-        return live_client::run(addr, first, count, out).await;
+    if let Some(done) = args.live.client().await {
+        return done;
     }
     if let Some(file) = &args.render {
         let report = read_report(file)?;

@@ -17,6 +17,47 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The options of the live scenario, and of the subscriber processes it starts.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LiveArgs {
+    /// Live scenario: subscriber levels (default 1000,10000,20000; --quick 100).
+    #[arg(long, value_delimiter = ',')]
+    pub live_levels: Option<Vec<u64>>,
+    /// Live scenario: seconds of writes per level (default 10; --quick 3).
+    #[arg(long)]
+    pub live_seconds: Option<u64>,
+    /// Internal: run the live scenario's subscribers against this apijet (HOST:PORT).
+    #[arg(long, hide = true, requires_all = ["live_first", "live_count", "live_out"])]
+    pub live_client: Option<String>,
+    /// Internal: the first moment id of --live-client.
+    #[arg(long, hide = true)]
+    pub live_first: Option<i64>,
+    /// Internal: how many subscribers --live-client holds.
+    #[arg(long, hide = true)]
+    pub live_count: Option<usize>,
+    /// Internal: where --live-client writes the answers it saw.
+    #[arg(long, hide = true)]
+    pub live_out: Option<String>,
+}
+
+impl LiveArgs {
+    /// Runs the subscribers when this process is one of the scenario's subscriber processes.
+    pub async fn client(&self) -> Option<Result<(), String>> {
+        let (Some(addr), Some(first), Some(count), Some(out)) = (
+            &self.live_client,
+            self.live_first,
+            self.live_count,
+            &self.live_out,
+        ) else {
+            return None;
+        };
+        Some(match addr.parse() {
+            Ok(addr) => run(addr, first, count, out).await,
+            Err(e) => Err(format!("--live-client {addr}: {e}")),
+        })
+    }
+}
+
 /// What the content of a moment says after the writer's tick `T`: `live T`.
 pub const TICK_PREFIX: &str = "live ";
 
