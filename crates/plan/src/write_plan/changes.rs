@@ -71,3 +71,82 @@ pub(super) fn changes(steps: &[WriteStep], schema: &SchemaCache) -> Vec<String> 
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{Column, ColumnKind, SchemaCache, Table};
+    use crate::write_plan::{WriteInputs, WritePlan};
+    use crate::PlanOptions;
+    use apijet_core::{Method, Role};
+    use apijet_request::Request;
+    use serde_json::{json, Value as Json};
+
+    fn schema() -> SchemaCache {
+        let roles = vec![Role::Unknown, Role::Login, Role::Owner, Role::Admin];
+        let mut s = SchemaCache::new();
+        for (api, sql) in [("Moment", "Moment"), ("Comment", "apijson_comment")] {
+            s.insert(Table {
+                api_name: api.into(),
+                sql_name: sql.into(),
+                columns: [
+                    ("id", ColumnKind::Int),
+                    ("userId", ColumnKind::Int),
+                    ("momentId", ColumnKind::Int),
+                    ("toId", ColumnKind::Int),
+                    ("content", ColumnKind::Text),
+                ]
+                .iter()
+                .map(|(name, kind)| Column {
+                    name: (*name).into(),
+                    kind: *kind,
+                })
+                .collect(),
+                access: Some(std::array::from_fn(|_| roles.clone())),
+                debug_only: false,
+                system: false,
+            });
+        }
+        s
+    }
+
+    fn changes(method: Method, body: Json) -> Vec<String> {
+        let schema = schema();
+        let options = PlanOptions::default();
+        let inputs = WriteInputs {
+            schema: &schema,
+            options: &options,
+            method,
+            visitor: None,
+            trusted: true,
+        };
+        let Json::Object(map) = body else {
+            panic!("an object")
+        };
+        let req = Request::from_map(map).expect("a request");
+        let plan = WritePlan::build(&req, &[], &inputs).expect("a plan");
+        plan.changes().to_vec()
+    }
+
+    #[test]
+    fn a_write_plan_names_the_sql_tables_it_changes_its_functions_writes_included() {
+        let posted = changes(
+            Method::Post,
+            json!({"Moment": {"content": "a"}, "Comment": {"momentId": 1, "content": "b"}}),
+        );
+        assert_eq!(posted, ["Moment", "apijson_comment"]);
+        assert_eq!(
+            changes(Method::Put, json!({"Comment": {"id": 1, "content": "c"}})),
+            ["apijson_comment"]
+        );
+        // Deleting a moment deletes its comments through the function after it.
+        let deleted = changes(
+            Method::Delete,
+            json!({"Moment": {"id": 1, "commentCount()": "deleteCommentOfMoment(id)"}}),
+        );
+        assert_eq!(deleted, ["Moment", "apijson_comment"]);
+        assert_eq!(
+            changes(Method::Delete, json!({"Moment": {"id": 1}})),
+            ["Moment"]
+        );
+    }
+}
