@@ -38,15 +38,27 @@ pub async fn refetch(
             ran: 0,
         },
     };
+    // The results of a shape share its plan, planned once per refetch, unless it holds a
+    // visitor's own values (then each is planned for its visitor, as its GET is).
+    let shared = match together.alone.first() {
+        Some(&i) => plan(live, &results[i].query)
+            .ok()
+            .and_then(|(plan, values)| (values.is_none() && !plan.visitor_bound).then_some(plan)),
+        None => None,
+    };
     let tasks: Vec<_> = together
         .alone
         .iter()
         .map(|&i| {
-            let (live, results, permits) =
-                (Arc::clone(live), Arc::clone(results), Arc::clone(permits));
+            let (live, results, permits, shared) = (
+                Arc::clone(live),
+                Arc::clone(results),
+                Arc::clone(permits),
+                shared.clone(),
+            );
             tokio::spawn(async move {
                 let _permit = permits.acquire().await;
-                let (answer, deps) = read_once(&live, &results[i].query).await;
+                let (answer, deps) = read_with(&live, &results[i].query, shared).await;
                 results[i].publish(Written::of(answer));
                 deps
             })
@@ -66,6 +78,15 @@ pub async fn refetch(
 /// What the query's GET (or GETS, HEAD, HEADS) answers now, and what its plan depends on
 /// (none when it could not be planned).
 pub async fn read_once(live: &Live, query: &Query) -> (Json, Option<Dependencies>) {
+    read_with(live, query, None).await
+}
+
+/// [`read_once`], with the plan of its shape when the caller has it already.
+async fn read_with(
+    live: &Live,
+    query: &Query,
+    shared: Option<Arc<ReadPlan>>,
+) -> (Json, Option<Dependencies>) {
     let mut watch = apijet_exec::cancel::current();
     if query.visitor.is_none() && !live.settings.anonymous_timeout.is_zero() {
         // The statements of a visitor who is not logged in stop as their GET's do.
@@ -75,7 +96,10 @@ pub async fn read_once(live: &Live, query: &Query) -> (Json, Option<Dependencies
         );
     }
     let pipeline = &live.pipeline;
-    let planned = plan(live, query);
+    let planned = match shared {
+        Some(plan) => Ok((plan, None)),
+        None => plan(live, query),
+    };
     let deps = planned
         .as_ref()
         .ok()
