@@ -26,6 +26,7 @@ pub mod registry;
 mod schedule;
 mod stream;
 pub mod subscribe;
+mod together;
 
 use crate::config::Config;
 use crate::pipeline::changes::EVERY_TABLE;

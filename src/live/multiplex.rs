@@ -14,17 +14,15 @@
 //! item becoming the answer of its subscriptions. What cannot be told apart this way (two rows
 //! of one id, an item near a budget, a failed read) is read alone, as its GET is.
 //!
-//! The request is rewritten for the array and planned as any read is: references to the root's
-//! members (`"userId@": "Moment/userId"`) become references into the item
-//! (`"[]/Moment/userId"`), and the read's limits grow with the number of items (each item
-//! within the request's own).
+//! The array's request is made from the subscriptions' shared shape ([`together`]) and planned
+//! as any read is; the read's limits grow with the number of items (each item within the
+//! request's own).
 
 use super::answer::Written;
 use super::registry::{Query, Shared};
-use super::Live;
+use super::{together, Live};
 use apijet_core::Method;
 use apijet_plan::read::{Dependencies, Mode, ReadInputs, ReadPlan};
-use apijet_request::{is_table_key, Node, Request, TableEntry};
 use apijet_response::success;
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -33,54 +31,21 @@ use std::sync::Arc;
 /// Subscriptions read together at most: the `IN` list of the first statement.
 const CHUNK: usize = 1000;
 
-/// The key of the array the subscriptions become items of.
-const ITEMS: &str = "[]";
-
 /// What the subscriptions read together share, and the query's own `id`: `None` when the
 /// query is not of the form read together. The subscriptions of one plan shape share the
 /// request but for their values; those whose values differ only in the first object's `id`
 /// slot (and that have the same visitor) are read together.
 fn together_key(query: &Query) -> Option<(String, Json)> {
-    let (first, id) = slot(query)?;
-    let at = id_slot(&query.req)?;
-    if query.values.get(at) != Some(&id) {
-        return None;
-    }
+    let form = together::form(query)?;
+    let id = query.values.get(form.slot)?.clone();
     id_key(&id)?;
     let mut others = query.values.clone();
-    others[at] = Json::Null;
+    others[form.slot] = Json::Null;
     let others = serde_json::to_string(&others).ok()?;
-    Some((format!("{:?}\u{0}{first}\u{0}{others}", query.visitor), id))
-}
-
-/// The slot of the first member's plain `id` condition in a request's shape.
-fn id_slot(req: &Request) -> Option<usize> {
-    let Node::Table(t) = &req.root.members.first()?.node else {
-        return None;
-    };
-    t.entries.iter().find_map(|e| match e {
-        TableEntry::Slot { key, slot } if key.raw == "id" => Some(*slot),
-        _ => None,
-    })
-}
-
-/// The first member's key and its `id`, when the query has the form this module reads
-/// together.
-fn slot(query: &Query) -> Option<(String, Json)> {
-    if query.method != Method::Get {
-        return None;
-    }
-    let mut members = query.map.iter();
-    let (first, Json::Object(t)) = members.next()? else {
-        return None;
-    };
-    if !is_table_key(first) || t.contains_key("id{}") {
-        return None;
-    }
-    let id = t.get("id").filter(|v| v.is_number() || v.is_string())?;
-    let rest_ok =
-        members.all(|(k, v)| v.is_object() && k != ITEMS && (is_table_key(k) || k.ends_with("[]")));
-    rest_ok.then(|| (first.clone(), id.clone()))
+    Some((
+        format!("{:?}\u{0}{}\u{0}{others}", query.visitor, form.first),
+        id,
+    ))
 }
 
 /// An id as the database compares it: numbers by value, a string holding a number as that
@@ -116,53 +81,6 @@ fn id_key(v: &Json) -> Option<IdKey> {
         }),
         _ => None,
     }
-}
-
-/// `value` with every absolute reference to a root member (`"Moment/userId"`) pointed into
-/// the array item instead (`"[]/Moment/userId"`). Relative references (`"/Moment/userId"`)
-/// already resolve against the item.
-fn into_item(value: &Json, roots: &[&str], depth: usize) -> Json {
-    match value {
-        Json::Object(m) if depth < 64 => Json::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let v = match v {
-                        Json::String(p) if k.ends_with('@') => {
-                            let head = p.split('/').next().unwrap_or_default();
-                            if !p.starts_with('/') && roots.contains(&head) {
-                                Json::String(format!("{ITEMS}/{p}"))
-                            } else {
-                                v.clone()
-                            }
-                        }
-                        other => into_item(other, roots, depth + 1),
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-/// The request that reads `ids` as the items of one array.
-fn together(query: &Query, first: &str, ids: &[Json]) -> Map<String, Json> {
-    let roots: Vec<&str> = query.map.keys().map(String::as_str).collect();
-    let mut items = Map::new();
-    items.insert("count".into(), Json::from(ids.len()));
-    for (k, v) in &query.map {
-        let mut v = into_item(v, &roots, 0);
-        if k == first {
-            if let Json::Object(t) = &mut v {
-                t.remove("id");
-                t.insert("id{}".into(), Json::Array(ids.to_vec()));
-            }
-        }
-        items.insert(k.clone(), v);
-    }
-    let mut map = Map::new();
-    map.insert(ITEMS.into(), Json::Object(items));
-    map
 }
 
 /// What reading a shape's results together gave.
@@ -234,11 +152,11 @@ async fn read_chunk(
     let ids: Vec<Json> = chunk.iter().map(|(_, id)| id.clone()).collect();
     let query = &results[chunk[0].0].query;
     let mut unanswered = Vec::new();
-    let Some((first, _)) = slot(query) else {
+    let Some(form) = together::form(query) else {
         unanswered.extend(chunk.iter().map(|(i, _)| *i));
         return (unanswered, Dependencies::default());
     };
-    let (answer, deps) = read_items(live, query, &first, &ids).await;
+    let (answer, deps) = read_items(live, query, &form, &ids).await;
     let Some(items) = answer else {
         unanswered.extend(chunk.iter().map(|(i, _)| *i));
         return (unanswered, deps);
@@ -282,11 +200,11 @@ type Items = HashMap<IdKey, Option<Map<String, Json>>>;
 async fn read_items(
     live: &Live,
     query: &Query,
-    first: &str,
+    form: &together::Form,
     ids: &[Json],
 ) -> (Option<Items>, Dependencies) {
     let pipeline = &live.pipeline;
-    let map = together(query, first, ids);
+    let first = form.first.as_str();
     let mut options = pipeline.options.clone();
     let n = ids.len();
     options.max_count = options.max_count.max(n as u64);
@@ -297,7 +215,7 @@ async fn read_items(
     let visitor = query.visitor.as_ref();
     let mut deps = Dependencies::default();
     let run = async {
-        let (req, values) = pipeline.shape_of(map).ok()?;
+        let (req, values) = together::request(&query.req, form.slot, &query.values, ids)?;
         let snapshot = pipeline.snapshot();
         let inputs = ReadInputs {
             schema: &snapshot.schema,
@@ -329,7 +247,7 @@ async fn read_items(
         return (None, deps);
     }
     let mut items: Items = HashMap::new();
-    if let Some(Json::Array(list)) = answer.remove(ITEMS) {
+    if let Some(Json::Array(list)) = answer.remove(together::ITEMS) {
         for item in list {
             let Json::Object(item) = item else { continue };
             let Some(key) = item.get(first).and_then(|t| t.get("id")).and_then(id_key) else {
@@ -353,18 +271,7 @@ mod tests {
     use serde_json::json;
 
     fn query(v: Json) -> Query {
-        let map = v.as_object().cloned().unwrap_or_default();
-        let mut req = Request::from_map(map.clone()).expect("a request");
-        let limits = apijet_plan::PlanOptions::default().expr;
-        let values = apijet_plan::shape::take_values(&mut req, &limits).expect("values");
-        Query {
-            method: Method::Get,
-            shape: apijet_plan::read::ShapeKey::of(&req, Method::Get, false),
-            map,
-            visitor: None,
-            req,
-            values,
-        }
+        Query::parsed(v)
     }
 
     #[test]
@@ -393,25 +300,6 @@ mod tests {
         ] {
             assert_eq!(key(&query(other.clone())), None, "{other}");
         }
-    }
-
-    #[test]
-    fn references_to_the_root_point_into_the_item() {
-        let q = query(json!({
-            "Moment": {"id": 7, "@column": "id,userId"},
-            "User": {"id@": "Moment/userId", "x@": "/Moment/id"},
-            "Comment[]": {"count": 3, "Comment": {"momentId@": "Moment/id", "toId@": "Comment[]/x"}}
-        }));
-        let m = together(&q, "Moment", &[json!(7), json!(8)]);
-        assert_eq!(
-            Json::Object(m),
-            json!({"[]": {
-                "count": 2,
-                "Moment": {"@column": "id,userId", "id{}": [7, 8]},
-                "User": {"id@": "[]/Moment/userId", "x@": "/Moment/id"},
-                "Comment[]": {"count": 3, "Comment": {"momentId@": "[]/Moment/id", "toId@": "[]/Comment[]/x"}}
-            }})
-        );
     }
 
     #[test]

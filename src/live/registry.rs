@@ -77,6 +77,25 @@ impl Query {
     }
 }
 
+#[cfg(test)]
+impl Query {
+    /// The GET of `body` by a visitor who is not logged in, shaped as the planner shapes it.
+    pub fn parsed(body: Json) -> Query {
+        let map = body.as_object().cloned().unwrap_or_default();
+        let mut req = Request::from_map(map.clone()).expect("a request");
+        let limits = apijet_plan::PlanOptions::default().expr;
+        let values = apijet_plan::shape::take_values(&mut req, &limits).expect("values");
+        Query {
+            method: Method::Get,
+            shape: ShapeKey::of(&req, Method::Get, false),
+            map,
+            visitor: None,
+            req,
+            values,
+        }
+    }
+}
+
 /// Who a per-visitor limit counts: a login, else the client's address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Holder {
