@@ -69,7 +69,10 @@ pub async fn crud(
             }
         }
         match failed {
-            None => tx.commit().await?,
+            None => {
+                tx.commit().await?;
+                writes.iter().for_each(|(_, plan)| pipeline.told(plan));
+            }
             Some(e) => {
                 let _ = tx.rollback().await;
                 return Err(e.into());

@@ -7,6 +7,7 @@ mod config;
 mod console;
 mod crud;
 mod http;
+mod live;
 mod metrics;
 mod observe;
 mod openapi;
@@ -73,6 +74,26 @@ enum Command {
     /// the data, starts apijet servers from this binary, measures every scenario against
     /// apijet and a baseline in the same run, and writes tables, JSON and a chart.
     Bench(Box<apijet_bench::BenchArgs>),
+    /// PostgreSQL triggers that tell live answers of writes by other programs.
+    ///
+    /// apijet's own writes reach every instance's subscriptions through NOTIFY; writes by
+    /// other programs need a trigger per table (one NOTIFY per statement, on channel
+    /// apijet_live). Prints the SQL (--print, the default), runs it (--install) or drops the
+    /// triggers (--remove). Run again after adding tables.
+    LiveTriggers {
+        /// postgres://USER[:PASS]@HOST[:PORT]/DB
+        #[arg(long)]
+        db: String,
+        /// Run the SQL instead of printing it.
+        #[arg(long, conflicts_with = "remove")]
+        install: bool,
+        /// Drop the triggers and their function.
+        #[arg(long)]
+        remove: bool,
+        /// Print the SQL (the default).
+        #[arg(long, conflicts_with_all = ["install", "remove"])]
+        print: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -113,6 +134,20 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Bench(args) => apijet_bench::run(*args).await,
+            Command::LiveTriggers {
+                db,
+                install,
+                remove,
+                print: _,
+            } => {
+                use live::notify::TriggerAction;
+                let action = match (install, remove) {
+                    (true, _) => TriggerAction::Install,
+                    (_, true) => TriggerAction::Remove,
+                    _ => TriggerAction::Print,
+                };
+                live::notify::live_triggers(&db, action).await
+            }
         }
     });
     // Tasks still parked (idle connections' watchdogs, pool reapers) are not waited for.

@@ -93,6 +93,7 @@ pub struct Metrics {
     connections_refused: AtomicU64,
     timeouts: AtomicU64,
     slow_requests: AtomicU64,
+    live: LiveCounters,
 }
 
 /// The `method` label index for a URL segment.
@@ -124,6 +125,7 @@ impl Metrics {
             connections_refused: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
+            live: LiveCounters::new(),
         }
     }
 
@@ -184,6 +186,25 @@ impl Metrics {
     /// A request over `slow_request_ms`.
     pub fn slow_request(&self) {
         self.slow_requests.fetch_add(1, Relaxed);
+    }
+
+    /// Open live subscriptions and their distinct shapes, as the scheduler last saw them.
+    pub fn live_counts(&self, open: usize, shapes: usize) {
+        self.live.open.store(open as i64, Relaxed);
+        self.live.shapes.store(shapes as i64, Relaxed);
+    }
+
+    /// One refetch of a shape's `results`, with `reads` reads, that took `seconds`.
+    pub fn live_refetch(&self, results: usize, reads: usize, seconds: f64) {
+        self.live.refetches.fetch_add(1, Relaxed);
+        self.live.refetched.fetch_add(results as u64, Relaxed);
+        self.live.reads.fetch_add(reads as u64, Relaxed);
+        self.live.refetch_time.observe(seconds);
+    }
+
+    /// Answers sent to subscribers.
+    pub fn live_pushed(&self, events: usize) {
+        self.live.pushes.fetch_add(events as u64, Relaxed);
     }
 
     /// The Prometheus text exposition of everything counted, plus the database counters.
@@ -296,6 +317,82 @@ impl Metrics {
             "# HELP apijet_write_queue_batch_rows_max Largest group commit so far.\n# TYPE apijet_write_queue_batch_rows_max gauge\napijet_write_queue_batch_rows_max {}",
             exec.queue_batch_max
         );
+        self.live.render(&mut out);
         out
+    }
+}
+
+/// What live answers count (`/subscribe`).
+struct LiveCounters {
+    open: AtomicI64,
+    shapes: AtomicI64,
+    refetches: AtomicU64,
+    refetched: AtomicU64,
+    reads: AtomicU64,
+    pushes: AtomicU64,
+    refetch_time: Histogram,
+}
+
+impl LiveCounters {
+    fn new() -> LiveCounters {
+        LiveCounters {
+            open: AtomicI64::new(0),
+            shapes: AtomicI64::new(0),
+            refetches: AtomicU64::new(0),
+            refetched: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            pushes: AtomicU64::new(0),
+            refetch_time: Histogram::new(&LATENCY_BUCKETS),
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        let rows: [(&str, &str, &str, i64); 6] = [
+            (
+                "apijet_live_subscriptions",
+                "Open live subscriptions.",
+                "gauge",
+                self.open.load(Relaxed),
+            ),
+            (
+                "apijet_live_shapes",
+                "Distinct shapes of the open subscriptions (the cost of a refetch round).",
+                "gauge",
+                self.shapes.load(Relaxed),
+            ),
+            (
+                "apijet_live_refetches_total",
+                "Refetches of a shape.",
+                "counter",
+                self.refetches.load(Relaxed) as i64,
+            ),
+            (
+                "apijet_live_results_refetched_total",
+                "Distinct results answered by refetches.",
+                "counter",
+                self.refetched.load(Relaxed) as i64,
+            ),
+            (
+                "apijet_live_reads_total",
+                "Reads run by refetches (one per shape's chunk read together, one per result read alone).",
+                "counter",
+                self.reads.load(Relaxed) as i64,
+            ),
+            (
+                "apijet_live_pushes_total",
+                "Answers sent to subscribers.",
+                "counter",
+                self.pushes.load(Relaxed) as i64,
+            ),
+        ];
+        for (name, help, kind, value) in rows {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        out.push_str("# HELP apijet_live_refetch_seconds Time one refetch of a shape took.\n# TYPE apijet_live_refetch_seconds histogram\n");
+        self.refetch_time
+            .render(out, "apijet_live_refetch_seconds", "");
     }
 }

@@ -44,19 +44,24 @@ impl Sessions {
     /// alone in `Authorization` (as APIAuto sends it), or the cookie. Invalid, foreign and
     /// expired tokens mean "not logged in", never an error of their own.
     pub fn visitor(&self, headers: &HeaderMap) -> Option<Visitor> {
+        self.visitor_until(headers).map(|(visitor, _)| visitor)
+    }
+
+    /// [`Sessions::visitor`], with the moment its token expires (a live answer ends then).
+    pub fn visitor_until(&self, headers: &HeaderMap) -> Option<(Visitor, SystemTime)> {
         let now = SystemTime::now();
         let authorization = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::trim);
         if let Some(t) = authorization.and_then(|v| v.strip_prefix("Bearer ")) {
-            return self.key.verify(t.trim(), now).ok();
+            return self.key.verify_until(t.trim(), now).ok();
         }
         // A value without a scheme counts only when it is a valid token of ours: any other
         // (a proxy's credential) leaves the cookie to decide, as before.
         let bare = authorization.filter(|v| !v.contains(char::is_whitespace));
-        if let Some(visitor) = bare.and_then(|t| self.key.verify(t, now).ok()) {
-            return Some(visitor);
+        if let Some(found) = bare.and_then(|t| self.key.verify_until(t, now).ok()) {
+            return Some(found);
         }
         headers
             .get_all(axum::http::header::COOKIE)
@@ -64,7 +69,7 @@ impl Sessions {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-            .find_map(|t| self.key.verify(t, now).ok())
+            .find_map(|t| self.key.verify_until(t, now).ok())
     }
 
     /// `Set-Cookie` for a token valid `max_age`.

@@ -7,7 +7,6 @@ use super::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
 use apijet_core::{Method, Visitor};
-use apijet_exec::write::write;
 use apijet_plan::verify::verify;
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
@@ -100,8 +99,7 @@ impl AppState {
                 if let Some(answer) = pipeline.queued(&plan, visitor, &snapshot).await? {
                     return Ok(Answer::Json(success(answer, req.format)));
                 }
-                let env = pipeline.write_env(visitor, &snapshot);
-                let results = write(&plan, &env).await?;
+                let results = pipeline.write(&plan, visitor, &snapshot).await?;
                 return Ok(Answer::Json(success(results, req.format)));
             }
             Method::Crud => return crate::crud::crud(pipeline, map, visitor, &snapshot).await,
@@ -123,7 +121,7 @@ impl AppState {
 /// A login whose `defaults` named a schema this server does not serve: the reference reads
 /// that schema for every request of the login without a `@schema` of its own, so such a
 /// request is refused, naming it, rather than answered from another schema.
-fn check_login_schema(
+pub(crate) fn check_login_schema(
     visitor: Option<&Visitor>,
     map: &Map<String, Json>,
     options: &PlanOptions,

@@ -11,6 +11,7 @@ use crate::accounts::session::Sessions;
 use crate::accounts::Accounts;
 use crate::anonymous::AnonymousReads;
 use crate::config::Config;
+use crate::live::{Live, LiveSettings};
 use crate::pipeline::Pipeline;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,8 @@ pub struct AppState {
     slow: Option<Duration>,
     /// What visitors who are not logged in may cost at once.
     anonymous: Arc<AnonymousReads>,
+    /// Live answers (`/subscribe`).
+    pub live: Arc<Live>,
 }
 
 impl AppState {
@@ -37,7 +40,12 @@ impl AppState {
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
         let pipeline = Arc::new(Pipeline::start(cfg).await?);
         let sessions = Arc::new(Sessions::new(cfg)?);
+        let live = Arc::new(Live::new(
+            LiveSettings::of(cfg, pipeline.backend.engine()),
+            Arc::clone(&pipeline),
+        ));
         Ok(AppState {
+            live,
             accounts: Accounts::new(cfg, Arc::clone(&pipeline), Arc::clone(&sessions)),
             pipeline,
             sessions,

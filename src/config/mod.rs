@@ -100,6 +100,21 @@ pub struct Config {
     pub server_timing: bool,
     /// The web console at `/`.
     pub console: bool,
+    /// `/subscribe`: live answers.
+    pub live: bool,
+    /// The least time between two refetches of one live shape, in milliseconds.
+    pub live_interval_ms: u64,
+    /// Refetch live answers without a mark after this long (0: only on marks). Unset: every
+    /// `live_interval_ms` on MariaDB and SQLite, only on marks on PostgreSQL.
+    pub live_poll_ms: Option<u64>,
+    /// A comment on every idle live stream this often, in milliseconds.
+    pub live_heartbeat_ms: u64,
+    /// Most live subscriptions open on this instance.
+    pub live_max_subscriptions: usize,
+    /// Most live subscriptions one visitor (a login, else a client address) holds open.
+    pub live_max_per_visitor: usize,
+    /// Most reads of live refetches running at once.
+    pub live_concurrency: usize,
     /// How new passwords are stored: argon2id hashes, or the reference's plain text for a
     /// `Privacy` table the Java server shares. Checks accept both forms either way.
     pub password_storage: PasswordStorage,
@@ -205,6 +220,13 @@ pub struct Partial {
     slow_request_ms: Option<u64>,
     server_timing: Option<bool>,
     console: Option<bool>,
+    live: Option<bool>,
+    live_interval_ms: Option<u64>,
+    live_poll_ms: Option<u64>,
+    live_heartbeat_ms: Option<u64>,
+    live_max_subscriptions: Option<usize>,
+    live_max_per_visitor: Option<usize>,
+    live_concurrency: Option<usize>,
     password_storage: Option<PasswordStorage>,
     openapi: Option<OpenApiExposure>,
     metrics_listen: Option<String>,
@@ -261,6 +283,13 @@ impl Default for Config {
             slow_request_ms: 1000,
             server_timing: false,
             console: true,
+            live: true,
+            live_interval_ms: 1000,
+            live_poll_ms: None,
+            live_heartbeat_ms: 15_000,
+            live_max_subscriptions: 10_000,
+            live_max_per_visitor: 100,
+            live_concurrency: 4,
             password_storage: PasswordStorage::Argon2id,
             openapi: OpenApiExposure::Public,
             metrics_listen: String::new(),
@@ -348,11 +377,20 @@ impl Config {
             slow_request_ms,
             server_timing,
             console,
+            live,
+            live_interval_ms,
+            live_heartbeat_ms,
+            live_max_subscriptions,
+            live_max_per_visitor,
+            live_concurrency,
             password_storage,
             openapi,
             metrics_listen,
             metrics_token
         );
+        if p.live_poll_ms.is_some() {
+            self.live_poll_ms = p.live_poll_ms;
+        }
         if p.token_secret.is_some() {
             self.token_secret = p.token_secret;
         }
@@ -383,6 +421,12 @@ impl Config {
         }
         if c.max_connections == 0 {
             return Err("max_connections must be at least 1".into());
+        }
+        if c.live_interval_ms == 0 || c.live_heartbeat_ms == 0 || c.live_concurrency == 0 {
+            return Err(
+                "live_interval_ms, live_heartbeat_ms and live_concurrency must be at least 1"
+                    .into(),
+            );
         }
         check_listen(&c.listen)?;
         Ok(c)
@@ -480,6 +524,13 @@ fn from_env() -> Result<Partial, String> {
         slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
         server_timing: var("APIJET_SERVER_TIMING")?,
         console: var("APIJET_CONSOLE")?,
+        live: var("APIJET_LIVE")?,
+        live_interval_ms: var("APIJET_LIVE_INTERVAL_MS")?,
+        live_poll_ms: var("APIJET_LIVE_POLL_MS")?,
+        live_heartbeat_ms: var("APIJET_LIVE_HEARTBEAT_MS")?,
+        live_max_subscriptions: var("APIJET_LIVE_MAX_SUBSCRIPTIONS")?,
+        live_max_per_visitor: var("APIJET_LIVE_MAX_PER_VISITOR")?,
+        live_concurrency: var("APIJET_LIVE_CONCURRENCY")?,
         password_storage: var("APIJET_PASSWORD_STORAGE")?,
         openapi: var("APIJET_OPENAPI")?,
         metrics_listen: var("APIJET_METRICS_LISTEN")?,

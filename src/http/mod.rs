@@ -11,5 +11,6 @@ mod ops;
 mod reply;
 mod routes;
 mod serve;
+mod subscribe;
 
 pub use serve::serve;

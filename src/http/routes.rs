@@ -32,5 +32,8 @@ pub fn routes(state: Arc<AppState>, cfg: &Config) -> Router {
     if cfg.console {
         app = crate::console::routes(app);
     }
+    if cfg.live {
+        app = super::subscribe::routes(app);
+    }
     app.with_state(state)
 }

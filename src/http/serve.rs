@@ -34,6 +34,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         serve_metrics(listener, Arc::clone(&state), &cfg);
     }
     reload_on_sighup(Arc::clone(&state));
+    state.live.start();
     let engine = state.pipeline.backend.engine().name();
     println!(
         "apijet listening on http://{addr}, serving {engine} database {}",
@@ -70,7 +71,12 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         app,
         limits,
         Arc::clone(&state.pipeline.metrics),
-        super::accept::stop_signal(),
+        async {
+            super::accept::stop_signal().await;
+            // Live streams never end by themselves: they end now, so that the requests in
+            // flight can finish.
+            state.live.shutdown();
+        },
     )
     .await;
     eprintln!("apijet: stopped");

@@ -68,6 +68,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         ids,
         max_batch: cfg.max_batch,
         metrics,
+        changes: Default::default(),
     })
 }
 

@@ -6,9 +6,11 @@
 //! the request entry's own.
 
 pub mod answer;
+pub mod changes;
 mod connect;
 mod read;
 pub mod snapshot;
+mod whole;
 mod write;
 
 use crate::config::Config;
@@ -49,6 +51,8 @@ pub struct Pipeline {
     queue: Option<WriteQueue>,
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// The tables committed writes changed (live answers follow them).
+    pub changes: changes::Changes,
 }
 
 impl Pipeline {
@@ -113,6 +117,8 @@ impl Pipeline {
     pub async fn reload(&self) -> Result<(), String> {
         let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
         self.snapshot.store(Arc::new(fresh));
+        // Access and Request rules may have changed: every followed read is read again.
+        self.changes.committed([changes::EVERY_TABLE]);
         Ok(())
     }
 

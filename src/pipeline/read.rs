@@ -8,6 +8,7 @@ use crate::observe::Facts;
 use apijet_core::{Method, Visitor};
 use apijet_exec::read::{run, ReadEnv};
 use apijet_plan::read::{Mode, ReadInputs, ReadPlan};
+use apijet_plan::shape::Slots;
 use apijet_request::Request;
 use apijet_response::answer::{AnswerWriter, Finished};
 use apijet_response::stream::Chunk;
@@ -28,15 +29,8 @@ impl Pipeline {
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
         let planning = std::time::Instant::now();
-        let mut req = Request::from_map(map)?;
-        let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
-        let inputs = ReadInputs {
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        };
-        let plan = snapshot.plans.plan(&req, &inputs)?;
+        let (req, values) = self.shape_of(map)?;
+        let plan = self.plan_of(&req, method, visitor, &snapshot)?;
         facts.plan = Some(planning.elapsed());
         let reader = Arc::clone(self.reader(method));
         if matches!(plan.mode, Mode::List | Mode::Nested) {
@@ -62,6 +56,30 @@ impl Pipeline {
         };
         facts.encode = Some(encoding.elapsed());
         Ok(answer)
+    }
+
+    /// A read's shape (its request with the condition values in slots) and its values.
+    pub(crate) fn shape_of(&self, map: Map<String, Json>) -> Result<(Request, Slots), ApiError> {
+        let mut req = Request::from_map(map)?;
+        let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
+        Ok((req, values))
+    }
+
+    /// The plan of a read's shape, kept in the snapshot.
+    pub(crate) fn plan_of(
+        &self,
+        req: &Request,
+        method: Method,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+    ) -> Result<Arc<ReadPlan>, ApiError> {
+        let inputs = ReadInputs {
+            schema: &snapshot.schema,
+            options: &self.options,
+            method,
+            visitor,
+        };
+        Ok(snapshot.plans.plan(req, &inputs)?)
     }
 
     /// The reads of `/crud`: each part as a general read on the primary, which has the
@@ -98,7 +116,7 @@ impl Pipeline {
         }
     }
 
-    fn env<'a>(
+    pub(super) fn env<'a>(
         &'a self,
         backend: &'a apijet_exec::Backend,
         visitor: Option<&'a Visitor>,

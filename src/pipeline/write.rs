@@ -1,5 +1,6 @@
-//! Writes: a single-row POST through the write queue, and the writes the server makes itself
-//! for the account endpoints and sign-ups.
+//! Writes: a write plan in a transaction of its own, a single-row POST through the write
+//! queue, and the writes the server makes itself for the account endpoints and sign-ups; each
+//! tells what it changed once it has committed.
 
 use super::snapshot::Snapshot;
 use super::Pipeline;
@@ -27,6 +28,7 @@ impl Pipeline {
             return Ok(None);
         };
         queue.insert(insert).await?;
+        self.told(plan);
         let mut out = Map::new();
         out.insert(key, Json::Object(single_insert_answer(&env, id)));
         Ok(Some(out))
@@ -43,6 +45,24 @@ impl Pipeline {
         let req = Request::from_map(body)?;
         let snapshot = self.snapshot();
         let plan = self.plan_write(&req, checks, method, None, &snapshot, true)?;
-        Ok(write(&plan, &self.write_env(None, &snapshot)).await?)
+        self.write(&plan, None, &snapshot).await
+    }
+
+    /// Runs a write plan in a transaction of its own.
+    pub(crate) async fn write(
+        &self,
+        plan: &WritePlan,
+        visitor: Option<&Visitor>,
+        snapshot: &Snapshot,
+    ) -> Result<Map<String, Json>, ApiError> {
+        let results = write(plan, &self.write_env(visitor, snapshot)).await?;
+        self.told(plan);
+        Ok(results)
+    }
+
+    /// Tells the tables a committed write changed.
+    pub(crate) fn told(&self, plan: &WritePlan) {
+        self.changes
+            .committed(plan.changes().iter().map(String::as_str));
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! It checks that the run finishes and that `results.json` has the expected shape (every
 //! scenario on every engine, rows with their statistics, baselines, statement counts, RSS, the
-//! hand-written endpoint as the point-lookup ceiling, which must answer what apijet answers),
+//! hand-written endpoint as the point-lookup ceiling, which must answer what apijet answers;
+//! the live subscribers with their answers),
 //! and that the chart files exist; then that `--compare` against that run writes its
 //! comparison. It asserts no timing. It uses the built-in closed-loop runner, so it needs
 //! neither oha nor wrk.
@@ -14,7 +15,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
-const SCENARIOS: [&str; 5] = ["list", "point", "nested", "tfb", "insert"];
+const SCENARIOS: [&str; 6] = ["list", "point", "nested", "tfb", "insert", "live"];
 
 fn out_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("apijet-bench-smoke-{}", std::process::id()));
@@ -119,7 +120,7 @@ fn bench_quick_finishes_and_writes_results() {
             let has_baseline = rows.iter().any(|r| r["side"] == "baseline");
             assert_eq!(
                 has_baseline,
-                id != "nested",
+                id != "nested" && id != "live",
                 "{id} on {name}: baseline rows"
             );
             match id {
@@ -130,6 +131,12 @@ fn bench_quick_finishes_and_writes_results() {
                     .iter()
                     .all(|r| r["statements"].as_u64().is_some_and(|n| n >= 1))),
                 "insert" => assert!(rows.iter().all(|r| r["rows_s"].is_number())),
+                // Every subscriber's connection is counted, and answers arrived.
+                "live" => assert!(rows
+                    .iter()
+                    .all(
+                        |r| r["connections"].as_u64().is_some_and(|n| n > 0) && r["mode"] == "live"
+                    )),
                 "point" => {
                     let is_hand = |r: &Value| {
                         r["series"]

@@ -9,6 +9,7 @@
 use crate::support::browser::Browser;
 use crate::support::{skip, Server};
 use serde_json::json;
+use std::time::{Duration, Instant};
 
 #[test]
 fn console_runs_public_and_private_requests_in_chromium() {
@@ -257,4 +258,77 @@ fn console_schema_panel_shows_tables_columns_and_roles_in_chromium() {
         );
         b.screenshot(std::path::Path::new(&path));
     }
+}
+
+/// The console's Live toggle subscribes through the browser's `EventSource` and shows each new
+/// answer as it arrives.
+#[test]
+fn console_live_toggle_shows_answers_arriving_in_chromium() {
+    let server = Server::fresh_sqlite(
+        "live_interval_ms = 300\nlive_poll_ms = 0\nmetrics_token = \"console-live\"\n",
+    );
+    let Some(b) = Browser::start() else {
+        skip("console: chromium and chromedriver not found (scripts/test.sh installs them)");
+        return;
+    };
+    let mine = server.post("/get", r#"{"Moment":{"userId":82001,"@column":"id"}}"#);
+    let id = mine["Moment"]["id"].as_i64().expect("a moment of Ada's");
+    b.goto(&server.base);
+    b.wait_for("the schema", "return +document.body.dataset.schema > 0");
+    let request = json!({"Moment": {"id": id, "@column": "id,content"}});
+    b.script(&format!("setRequest('get', {request}); return true"));
+    b.click("#live");
+    b.wait_for(
+        "the first live answer",
+        "return +document.body.dataset.liveAnswers >= 1",
+    );
+    assert_eq!(b.answer()["Moment"]["id"], id);
+    assert!(
+        b.text("#status").starts_with("live"),
+        "{}",
+        b.text("#status")
+    );
+
+    let mut ada = server.client();
+    ada.login("13000082001", "123456").expect("login");
+    let r = ada
+        .post(
+            "/put",
+            &json!({"Moment": {"id": id, "content": "arrived live"}, "tag": "Moment"}).to_string(),
+        )
+        .expect("put")
+        .json()
+        .expect("json");
+    assert_eq!(r["code"], 200, "{r}");
+    b.wait_for(
+        "the new answer",
+        "return +document.body.dataset.liveAnswers >= 2",
+    );
+    assert_eq!(b.answer()["Moment"]["content"], "arrived live");
+    // Off closes the stream: the server counts no subscription any more.
+    b.click("#live");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = server
+            .client()
+            .with_only_bearer("console-live")
+            .get("/metrics")
+            .expect("metrics")
+            .text;
+        let write = ada.post(
+            "/put",
+            &json!({"Moment": {"id": id, "content": "nobody listens"}, "tag": "Moment"})
+                .to_string(),
+        );
+        assert!(write.is_ok());
+        if metrics.contains("apijet_live_subscriptions 0") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stream stayed open: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(b.answer()["Moment"]["content"], "arrived live");
 }

@@ -48,6 +48,11 @@ mod ops;
 // The source tree.
 mod layout;
 
+// Live answers (/subscribe).
+mod live_answers;
+mod live_multiplex;
+mod live_rules;
+
 // In a real browser.
 mod apiauto;
 mod console;

@@ -94,6 +94,15 @@ impl TokenKey {
 
     /// The visitor a token names, if it is ours, intact and not expired at `now`.
     pub fn verify(&self, token: &str, now: SystemTime) -> Result<Visitor, AuthError> {
+        self.verify_until(token, now).map(|(visitor, _)| visitor)
+    }
+
+    /// [`TokenKey::verify`], with the moment the token expires (a live answer ends then).
+    pub fn verify_until(
+        &self,
+        token: &str,
+        now: SystemTime,
+    ) -> Result<(Visitor, SystemTime), AuthError> {
         let (body, sig) = token.rsplit_once('.').ok_or(AuthError::Malformed)?;
         let payload = body.strip_prefix("v1.").ok_or(AuthError::Malformed)?;
         let sig = URL_SAFE_NO_PAD
@@ -118,11 +127,14 @@ impl TokenKey {
             .map(|a| a.iter().filter_map(Value::as_i64).collect())
             .unwrap_or_default();
         let foreign_schema = v["schema"].as_str().map(str::to_string);
-        Ok(Visitor {
-            id,
-            contacts,
-            foreign_schema,
-        })
+        Ok((
+            Visitor {
+                id,
+                contacts,
+                foreign_schema,
+            },
+            UNIX_EPOCH + Duration::from_secs(exp),
+        ))
     }
 }
 

@@ -18,6 +18,7 @@
 
 pub mod baseline;
 pub mod handwritten;
+pub mod live_client;
 pub mod load;
 pub mod report;
 pub mod scenario;
@@ -55,6 +56,11 @@ Scenarios (--scenarios, in this order):
   insert  Inserts: single-row POST Comment at 1/16/64/256 clients with the write queue off and
           on, a 1,000-row batch POST, and the raw multi-row INSERT of 1,000 rows (what
           the retired bench/inserts.sh measured) as the baseline. Reports rows/s.
+  live    Live answers: --live-levels subscribers (1,000 / 10,000 / 20,000) of the nested
+          Moment/User/Comment request over /subscribe, one HTTP/1.1 connection each, every
+          subscribed moment changed once a second by a writer outside apijet. Reports apijet's,
+          the database's and the subscribers' CPU and the delay from commit to event (median,
+          p99) beside Hasura's published figures. Goal: 10,000 at p99 < 1 s on 2 cores.
 
 Data (generated in the database, with a progress bar): t_event (2,000,000 rows),
 purch_sku_master (2,000,000 rows), the demo dataset scaled to 10,000 users, 100,000 moments,
@@ -86,6 +92,7 @@ pub enum ScenarioId {
     Nested,
     Tfb,
     Insert,
+    Live,
 }
 
 /// `apijet bench` options.
@@ -172,6 +179,9 @@ pub struct BenchArgs {
     /// Internal: the HOST:PORT of --serve-handwritten.
     #[arg(long, hide = true)]
     pub handwritten_listen: Option<String>,
+    /// The live scenario's options.
+    #[command(flatten)]
+    pub live: live_client::LiveArgs,
 }
 
 impl BenchArgs {
@@ -191,6 +201,7 @@ impl BenchArgs {
                 ScenarioId::Nested,
                 ScenarioId::Tfb,
                 ScenarioId::Insert,
+                ScenarioId::Live,
             ]
         })
     }
@@ -224,6 +235,10 @@ pub struct Settings {
     pub rate_fraction: f64,
     /// Random request bodies (keys) per step.
     pub keys: usize,
+    /// Live subscribers per level.
+    pub live_levels: Vec<u64>,
+    /// Seconds of writes per live level.
+    pub live_seconds: u64,
 }
 
 impl Settings {
@@ -280,6 +295,14 @@ impl Settings {
             tfb_connections: if q { 4 } else { 64 },
             rate_fraction: a.rate_fraction,
             keys: if q { 100 } else { 10_000 },
+            live_levels: a.live.live_levels.clone().unwrap_or_else(|| {
+                if q {
+                    vec![100]
+                } else {
+                    vec![1_000, 10_000, 20_000]
+                }
+            }),
+            live_seconds: a.live.live_seconds.unwrap_or(if q { 3 } else { 10 }).max(1),
         })
     }
 }
@@ -328,6 +351,9 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
         &args.handwritten_listen,
     ) {
         return handwritten::serve(db, listen, handwritten::Lookup::parse(spec)?).await;
+    }
+    if let Some(done) = args.live.client().await {
+        return done;
     }
     if let Some(file) = &args.render {
         let report = read_report(file)?;
@@ -537,7 +563,11 @@ async fn run_engine(
     if want(ScenarioId::Point) {
         data::sku::generate(&mut conn, engine, settings.sku_rows).await?;
     }
-    if want(ScenarioId::Nested) || want(ScenarioId::Tfb) || want(ScenarioId::Insert) {
+    if want(ScenarioId::Nested)
+        || want(ScenarioId::Tfb)
+        || want(ScenarioId::Insert)
+        || want(ScenarioId::Live)
+    {
         data::demo::scale_up(&mut conn, engine, settings.demo).await?;
     }
     drop(conn);
@@ -561,6 +591,7 @@ async fn run_engine(
             ScenarioId::Nested => scenario::nested::run(&ctx).await,
             ScenarioId::Tfb => scenario::tfb::run(&ctx).await,
             ScenarioId::Insert => scenario::inserts::run(&ctx).await,
+            ScenarioId::Live => scenario::live::run(&ctx).await,
         };
         println!("{}", report::table::scenario_section(&r, &db.version));
         results.push(r);

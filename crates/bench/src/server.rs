@@ -20,7 +20,8 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    fn toml(&self) -> String {
+    /// The TOML file of these settings.
+    pub fn toml(&self) -> String {
         format!(
             "# written by apijet bench\n\
              max_count = {}\n\
@@ -51,8 +52,13 @@ pub fn start(
     cfg: &ServerConfig,
     work: &Path,
 ) -> Result<Server, String> {
+    start_toml(apijet, db_url, &cfg.toml(), work)
+}
+
+/// Starts `apijet serve` on `db_url` with the settings `toml`.
+pub fn start_toml(apijet: &Path, db_url: &str, toml: &str, work: &Path) -> Result<Server, String> {
     Server::launch(
-        Launch::serve(db_url, &cfg.toml())
+        Launch::serve(db_url, toml)
             .bin(apijet)
             .dir(work)
             .timeout(START_TIMEOUT),

@@ -87,6 +87,22 @@ const fn win(name: &'static str, min_args: usize, max_args: usize) -> Function {
     }
 }
 
+/// Functions whose value changes without any write to the database: the clock and chance. A
+/// read that calls one is refetched by live answers every interval, written or not.
+pub const VOLATILE: [&str; 11] = [
+    "now",
+    "sysdate",
+    "current_timestamp",
+    "localtime",
+    "localtimestamp",
+    "curdate",
+    "current_date",
+    "curtime",
+    "current_time",
+    "unix_timestamp",
+    "rand",
+];
+
 /// Unbounded argument count.
 const N: usize = 64;
 

@@ -19,6 +19,9 @@ mod rows;
 
 use rows::{insert_step, Written};
 
+mod changes;
+pub use changes::{writing_call, WritingCall};
+
 /// What a write is planned for.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteInputs<'a> {
@@ -46,6 +49,8 @@ pub struct WritePlan {
     /// One object inserted as one row, with nothing to check or run after it: the write queue
     /// may take it instead.
     pub queueable: bool,
+    /// The SQL names of the tables its statements change (see [`WritePlan::changes`]).
+    changes: Vec<String>,
 }
 
 /// A UNIQUE or EXIST check of the structure.
@@ -284,12 +289,20 @@ impl WritePlan {
             && checks.is_empty()
             && req.global("explain").is_none()
             && queueable(req);
+        let changes = changes::changes(&steps, inputs.schema);
         Ok(WritePlan {
             method: inputs.method,
             checks,
             steps,
             queueable,
+            changes,
         })
+    }
+
+    /// The SQL names of the tables the write changes once it commits, its functions' writes
+    /// included: what subscriptions to reads of them are told (live answers).
+    pub fn changes(&self) -> &[String] {
+        &self.changes
     }
 
     /// The insert the write queue may take instead of the whole write (see `queueable`).

@@ -7,7 +7,7 @@
 //! kept plan, while a different keyword or method is another shape.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::{MemberPlan, PlanCache, ReadInputs, ReadPlan, ShapeKey};
+use apijet_plan::read::{Dependencies, MemberPlan, PlanCache, ReadInputs, ReadPlan, ShapeKey};
 use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
@@ -138,8 +138,60 @@ fn dialects() -> [&'static dyn Dialect; 4] {
     ]
 }
 
+/// Bodies whose parts decide what a read depends on: range expressions given as values, a
+/// volatile select list or order, a subquery of another table.
+fn dependent_body() -> impl Strategy<Value = Json> {
+    let expression = prop::sample::select(vec![
+        json!("now()>date"),
+        json!("length(content)>1"),
+        json!("unix_timestamp()>id"),
+        json!(">1,<9"),
+        json!([1, 2]),
+    ]);
+    let part = prop::sample::select(vec![
+        ("@column", json!("id;now():t")),
+        ("@column", json!("id;length(content):n")),
+        ("@order", json!("rand()")),
+        ("@order", json!("id-")),
+        (
+            "userId{}@",
+            json!({"from": "User", "User": {"@column": "id", "name$": "a%"}}),
+        ),
+    ]);
+    (body(), expression, prop::option::of(part)).prop_map(|(mut body, range, part)| {
+        let object = body["Moment"].as_object_mut().expect("object");
+        object.insert("id{}".into(), range);
+        if let Some((k, v)) = part {
+            object.insert(k.into(), v);
+        }
+        body
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// What a plan says its read depends on, written once per shape, covers what every
+    /// statement it binds for a request of the shape reads: each table, and the clock or
+    /// chance for the request's own values.
+    #[test]
+    fn a_plan_depends_on_what_each_of_its_bound_statements_reads(body in dependent_body()) {
+        let schema = schema();
+        let options = PlanOptions::default();
+        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let (req, values) = request(&body);
+        let Ok(plan) = ReadPlan::build(&req, &inputs) else { return Ok(()) };
+        let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
+            return Ok(());
+        };
+        let Ok(Some(select)) = object.table.select(&values, &mut |_| None) else { return Ok(()) };
+        let mut read = Dependencies::default();
+        read.add(&select);
+        let deps = plan.dependencies();
+        prop_assert!(read.tables.is_subset(&deps.tables) || deps.opaque, "{} {:?} {:?}", body, read, deps);
+        prop_assert!(!read.volatile || deps.volatile_with(&values), "{} {:?} {:?}", body, read, deps);
+        prop_assert!(!read.opaque || deps.opaque, "{}", body);
+    }
 
     #[test]
     fn a_template_writes_what_planning_the_request_writes(body in body()) {
@@ -268,6 +320,43 @@ fn a_plan_names_the_tables_it_reads_and_its_shape() {
         "[]": {"count": 2, "Moment": {"id>": 1}}
     }));
     let plan = ReadPlan::build(&req, &inputs).expect("plan");
-    assert_eq!(plan.tables(), ["Moment", "User"]);
+    let deps = plan.dependencies();
+    // SQL names, as writes and triggers name the tables they change.
+    assert_eq!(
+        deps.tables.iter().collect::<Vec<_>>(),
+        ["Moment", "apijson_user"]
+    );
+    assert!(!deps.opaque && !deps.volatile_with(&[]));
     assert_eq!(plan.shape(), &ShapeKey::of(&req, Method::Get, false));
+}
+
+/// What decides whether a read's answer changes without a write: a volatile function in its
+/// select list or ordering, or in the request's value of a range expression (which the shared
+/// plan leaves to the value).
+#[test]
+fn a_plan_knows_what_changes_its_answer_without_a_write() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = ReadInputs {
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let deps = |body: Json| {
+        let (req, values) = request(&body);
+        let plan = ReadPlan::build(&req, &inputs).expect("plan");
+        (plan.dependencies().clone(), values)
+    };
+    let (d, v) = deps(json!({"Moment": {"@column": "id;now():t"}}));
+    assert!(d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"@order": "rand()"}}));
+    assert!(d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"@column": "id;length(content):n"}}));
+    assert!(!d.volatile_with(&v));
+    let (d, v) = deps(json!({"Moment": {"id{}": "now()>date"}}));
+    assert!(d.volatile_with(&v), "{d:?} {v:?}");
+    let (d2, v2) = deps(json!({"Moment": {"id{}": "length(content)>2"}}));
+    assert_eq!(d, d2, "one shape, one plan");
+    assert!(!d2.volatile_with(&v2));
 }

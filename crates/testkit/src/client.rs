@@ -206,6 +206,29 @@ impl Client {
         self
     }
 
+    /// The headers that carry this client's login (cookie, bearer token), for requests made
+    /// another way (an event stream).
+    pub fn auth_headers(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(cookie) = self.cookie_header() {
+            out.push(("Cookie".to_string(), cookie));
+        }
+        if let Some(token) = &self.bearer {
+            out.push(("Authorization".to_string(), format!("Bearer {token}")));
+        }
+        out
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
     fn cookie_header(&self) -> Option<String> {
         if self.cookies.is_empty() {
             return None;

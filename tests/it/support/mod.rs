@@ -4,6 +4,7 @@
 //!
 //! - [`browser::Browser`]: headless Chromium through chromedriver.
 //! - [`static_files`]: a small file server for web clients that are plain files (APIAuto).
+//! - [`events`]: a Server-Sent Events client for `/subscribe`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -13,6 +14,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 pub mod browser;
+pub mod events;
 pub mod static_files;
 
 pub use apijet_testkit::engine::with_database;
@@ -188,4 +190,9 @@ pub fn apijson_demo_databases(test: &str) -> Vec<(Engine, String)> {
         .iter()
         .filter_map(|&e| Some((e, with_database(&e.url()?, &database))))
         .collect()
+}
+
+/// A client that sends `Authorization: Bearer token` (`/metrics` behind `metrics_token`).
+pub fn client_with_bearer(s: &Server, token: &str) -> Client {
+    s.client().with_only_bearer(token)
 }

@@ -6,6 +6,7 @@
 
 pub mod inserts;
 pub mod list;
+pub mod live;
 pub mod nested;
 pub mod point;
 pub mod tfb;

@@ -20,9 +20,13 @@ use std::borrow::Cow;
 use std::error::Error;
 use tokio_postgres::NoTls;
 
+mod listen;
+
 /// A pool of PostgreSQL connections.
 pub struct PgBackend {
     pool: Pool,
+    /// How its connections are made, for a connection of its own ([`PgBackend::listen`]).
+    config: tokio_postgres::Config,
 }
 
 impl PgBackend {
@@ -58,6 +62,7 @@ impl PgBackend {
             // A host that drops packets must not hold a request (or the failover) forever.
             cfg.connect_timeout(std::time::Duration::from_secs(5));
         }
+        let config = cfg.clone();
         let mgr = Manager::from_config(
             cfg,
             NoTls,
@@ -88,7 +93,7 @@ impl PgBackend {
             }
         }
         drop(client);
-        Ok(PgBackend { pool })
+        Ok(PgBackend { pool, config })
     }
 
     /// Connections lent out and requests waiting for one.

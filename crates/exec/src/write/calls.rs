@@ -45,17 +45,14 @@ async fn write_function(
     values: &Map<String, Json>,
     env: &WriteEnv<'_>,
 ) -> Result<Option<Json>, ExecError> {
-    let (column, recursive) = if call == "deleteCommentOfMoment(id)" {
-        ("momentId", false)
-    } else if call == "deleteChildComment(id)" {
-        ("toId", true)
-    } else {
+    let Some(writing) = apijet_plan::write_plan::writing_call(call) else {
         return Ok(None);
     };
+    let (column, recursive) = (writing.column, writing.recursive);
     let Some(id) = values.get("id").cloned() else {
         return Ok(Some(json!(0)));
     };
-    let Some(table) = env.schema.table("Comment") else {
+    let Some(table) = env.schema.table(writing.table) else {
         return Ok(Some(json!(0)));
     };
     let mut total = 0u64;

@@ -1,13 +1,13 @@
 //! The objects of the answer: a container's members in request order ([`ContainerPlan`]) and
 //! the plan of a table object with what runs on its row ([`ObjectPlan`]).
 
-use super::{ArrayPlan, ReadInputs};
+use super::{ArrayPlan, Dependencies, ReadInputs};
 use crate::query::Select;
 use crate::template::Template;
 use crate::{plan_subquery, Ctx, PlanError, TablePlan};
 use apijet_request::{ConditionKey, Member, Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// The members of one JSON object of the answer, in request order.
 #[derive(Debug, Default)]
@@ -123,7 +123,7 @@ pub(super) struct Builder<'a> {
     subqueries: HashMap<String, Select>,
     pub(super) visitor_bound: bool,
     pub(super) has_errors: bool,
-    pub(super) tables: BTreeSet<String>,
+    pub(super) deps: Dependencies,
 }
 
 impl<'a> Builder<'a> {
@@ -138,7 +138,7 @@ impl<'a> Builder<'a> {
             subqueries: HashMap::new(),
             visitor_bound: false,
             has_errors: false,
-            tables: BTreeSet::new(),
+            deps: Dependencies::default(),
         }
     }
 
@@ -155,28 +155,10 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Records what a statement's plan tells about the whole read: the tables it reads (its
-    /// subqueries' too), and whether it holds the visitor's own values.
+    /// Records what a statement's plan tells about the whole read: what it depends on (see
+    /// [`Dependencies`]), and whether it holds the visitor's own values.
     pub(super) fn note(&mut self, plan: &TablePlan) {
-        self.tables.insert(plan.table.api_name.clone());
-        let subqueries = plan
-            .from
-            .iter()
-            .map(|s| &**s)
-            .chain(plan.conds.iter().filter_map(|c| match &c.operand {
-                crate::Operand::Subquery(s, _) => Some(&**s),
-                _ => None,
-            }));
-        let mut sql_names = BTreeSet::new();
-        for s in subqueries {
-            read_tables(s, &mut sql_names);
-        }
-        let schema = self.inputs.schema;
-        for name in sql_names {
-            if let Some(t) = schema.tables().find(|t| t.sql_name == name) {
-                self.tables.insert(t.api_name.clone());
-            }
-        }
+        self.deps.note_object(plan);
         if plan.role_filter.is_some() || plan.owner_reach.is_some() {
             self.visitor_bound = true;
         }
@@ -397,35 +379,4 @@ impl<'a> Builder<'a> {
             object.and_then(|t| self.object(&t, &join(container, "__currentUser"), depth, true));
         Some(self.kept(plan))
     }
-}
-
-/// The SQL names of the schema tables `s` reads, in its sources, joins and the subqueries of
-/// its conditions (nested no deeper than planning allowed).
-fn read_tables<'s>(s: &'s Select, out: &mut BTreeSet<&'s str>) {
-    use crate::query::{Pred, Source};
-    fn source<'s>(src: &'s Source, out: &mut BTreeSet<&'s str>) {
-        match src {
-            Source::Table(t) => {
-                out.insert(t.as_str());
-            }
-            Source::Select(s) => read_tables(s, out),
-            Source::Catalog(_) => {}
-        }
-    }
-    fn pred<'s>(p: &'s Pred, out: &mut BTreeSet<&'s str>) {
-        match p {
-            Pred::And(ps) | Pred::Or(ps) => ps.iter().for_each(|p| pred(p, out)),
-            Pred::Not(p) => pred(p, out),
-            Pred::InSelect(_, s) | Pred::CmpSelect(_, _, _, s) | Pred::Exists(s) => {
-                read_tables(s, out)
-            }
-            _ => {}
-        }
-    }
-    source(&s.source, out);
-    for j in &s.joins {
-        source(&j.source, out);
-        pred(&j.on, out);
-    }
-    s.filter.iter().chain(&s.having).for_each(|p| pred(p, out));
 }

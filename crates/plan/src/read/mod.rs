@@ -20,12 +20,14 @@ mod arrays;
 mod batch;
 mod cache;
 mod container;
+mod deps;
 mod refs;
 
 pub use arrays::{ArrayPlan, CarriedPlan};
 pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
+pub use deps::Dependencies;
 pub use refs::{list_key, percent_decode, References};
 
 use crate::keywords::check_root_keywords;
@@ -82,7 +84,7 @@ pub struct ReadPlan {
     pub visitor_bound: bool,
     /// The plan holds a part that could not be planned, kept as its error.
     pub has_errors: bool,
-    tables: Vec<String>,
+    deps: Dependencies,
     shape: ShapeKey,
 }
 
@@ -104,17 +106,17 @@ impl ReadPlan {
             refs,
             visitor_bound: builder.visitor_bound || role_bound(req, inputs),
             has_errors: builder.has_errors,
-            tables: builder.tables.into_iter().collect(),
+            deps: builder.deps,
             shape: ShapeKey::of(req, inputs.method, inputs.visitor.is_some()),
         };
         plan.mode = plan.choose_mode(req, inputs.options);
         Ok(plan)
     }
 
-    /// The API names of the tables the read's statements read (subqueries' tables included,
-    /// catalogue views not): what a change must touch to change the answer.
-    pub fn tables(&self) -> &[String] {
-        &self.tables
+    /// What the read depends on: the SQL names of the tables its statements read (subqueries'
+    /// too), and whether anything else decides its answer. Written once, while it is planned.
+    pub fn dependencies(&self) -> &Dependencies {
+        &self.deps
     }
 
     /// The shape the plan was made for: every request with this key runs this plan with its

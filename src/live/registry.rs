@@ -1,0 +1,454 @@
+//! Open subscriptions: results shared by identical subscriptions, grouped by shape, with the
+//! limits per visitor and per instance and the bookkeeping of when each shape is due.
+
+use super::answer::{LiveAnswer, Written};
+use super::LiveSettings;
+use crate::pipeline::Pipeline;
+use apijet_core::{Method, Visitor};
+use apijet_plan::read::{Dependencies, ShapeKey};
+use apijet_plan::shape::Slots;
+use apijet_request::Request;
+use apijet_response::ApiError;
+use serde_json::{Map, Value as Json};
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// What a subscription asks, parsed once: the same request its GET would be.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// GET, GETS, HEAD or HEADS.
+    pub method: Method,
+    /// The request body as sent.
+    pub map: Map<String, Json>,
+    /// Who asks.
+    pub visitor: Option<Visitor>,
+    /// The request's shape (its condition values in slots), verified by its `Request`
+    /// structure for GETS and HEADS when it was subscribed.
+    pub req: Request,
+    /// Its condition values, slot by slot.
+    pub values: Slots,
+    /// The key of its plan: the results of one shape are refetched together.
+    pub shape: ShapeKey,
+}
+
+/// What a result is kept under: identical subscriptions (one shape, the same values, the same
+/// visitor) share one result.
+pub type ResultKey = (ShapeKey, String);
+
+impl Query {
+    /// The query of `map` read as `method` by `visitor`; refused as its read would be refused
+    /// for a body that is no request or, for GETS and HEADS, fails its `Request` structure.
+    pub fn new(
+        pipeline: &Pipeline,
+        method: Method,
+        map: Map<String, Json>,
+        visitor: Option<Visitor>,
+    ) -> Result<Query, ApiError> {
+        let verified = match method {
+            Method::Gets | Method::Heads => {
+                pipeline.verify(method, map.clone(), &pipeline.snapshot())?
+            }
+            _ => map.clone(),
+        };
+        let (req, values) = pipeline.shape_of(verified)?;
+        let shape = ShapeKey::of(&req, method, visitor.is_some());
+        Ok(Query {
+            method,
+            map,
+            visitor,
+            req,
+            values,
+            shape,
+        })
+    }
+
+    /// The key of its result.
+    pub fn key(&self) -> ResultKey {
+        let values = serde_json::to_string(&self.values).unwrap_or_default();
+        // Everything the token carries decides what the visitor sees.
+        (
+            self.shape.clone(),
+            format!("{:?}\u{0}{values}", self.visitor),
+        )
+    }
+}
+
+#[cfg(test)]
+impl Query {
+    /// The GET of `body` by a visitor who is not logged in, shaped as the planner shapes it.
+    pub fn parsed(body: Json) -> Query {
+        let map = body.as_object().cloned().unwrap_or_default();
+        let mut req = Request::from_map(map.clone()).expect("a request");
+        let limits = apijet_plan::PlanOptions::default().expr;
+        let values = apijet_plan::shape::take_values(&mut req, &limits).expect("values");
+        Query {
+            method: Method::Get,
+            shape: ShapeKey::of(&req, Method::Get, false),
+            map,
+            visitor: None,
+            req,
+            values,
+        }
+    }
+}
+
+/// Who a per-visitor limit counts: a login, else the client's address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Holder {
+    /// A logged-in visitor.
+    User(i64),
+    /// An anonymous client.
+    Address(IpAddr),
+    /// An anonymous client whose address is unknown.
+    Unknown,
+}
+
+/// One result, shared by the identical subscriptions that follow it.
+pub struct Shared {
+    /// The request.
+    pub query: Query,
+    /// The latest answer; each stream holds a receiver and sends only the newest it sees.
+    pub latest: watch::Sender<Arc<LiveAnswer>>,
+    /// The latest answer's content, kept while some subscriber wants patches against it.
+    content: Mutex<Option<Map<String, Json>>>,
+    /// Subscribers that want patches.
+    patchers: AtomicUsize,
+}
+
+impl Shared {
+    fn new(query: Query, written: Written) -> Shared {
+        let first = LiveAnswer {
+            full: written.full(),
+            id: written.id,
+            patch: None,
+        };
+        Shared {
+            query,
+            latest: watch::channel(Arc::new(first)).0,
+            content: Mutex::new(None),
+            patchers: AtomicUsize::new(0),
+        }
+    }
+
+    /// Makes `written` the latest answer when it differs from it; returns whether it did.
+    pub fn publish(&self, written: Written) -> bool {
+        let previous = self.latest.borrow().id.clone();
+        if previous == written.id {
+            return false;
+        }
+        let mut content = self.content.lock().unwrap_or_else(|e| e.into_inner());
+        let patch = match (self.patchers.load(Ordering::Relaxed) > 0, content.as_ref()) {
+            (true, Some(old)) => {
+                let mut ops = super::patch::diff(old, &written.content);
+                ops.push(
+                    serde_json::json!({"op": "replace", "path": "/time", "value": written.time}),
+                );
+                Some((
+                    previous,
+                    bytes::Bytes::from(serde_json::to_vec(&ops).unwrap_or_default()),
+                ))
+            }
+            _ => None,
+        };
+        let answer = LiveAnswer {
+            full: written.full(),
+            id: written.id,
+            patch,
+        };
+        *content = (self.patchers.load(Ordering::Relaxed) > 0).then_some(written.content);
+        drop(content);
+        self.latest.send_replace(Arc::new(answer));
+        true
+    }
+}
+
+/// The results of one shape, refetched together.
+struct Shape {
+    results: Vec<Arc<Shared>>,
+    /// What its plan depends on.
+    deps: Dependencies,
+    /// The values of one of its results make it depend on the clock or chance.
+    volatile: bool,
+    last_started: Instant,
+    dirty: bool,
+    running: bool,
+}
+
+struct Entry {
+    shared: Arc<Shared>,
+    shape: ShapeKey,
+    streams: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    results: HashMap<ResultKey, Entry>,
+    shapes: HashMap<ShapeKey, Shape>,
+    holders: HashMap<Holder, usize>,
+    open: usize,
+    /// When each table was last marked (`*`: every table), so that a shape registered after
+    /// its first read learns of a write that read may have missed. One entry per table.
+    marked: HashMap<String, Instant>,
+}
+
+/// Every open subscription of an instance.
+#[derive(Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+/// Why a subscription is refused before it starts.
+#[derive(Debug)]
+pub enum Refusal {
+    /// `live_max_subscriptions` are open.
+    Instance(usize),
+    /// This visitor holds `live_max_per_visitor` open.
+    Visitor(usize),
+}
+
+/// A place counted against the limits, given back when dropped.
+pub struct Seat {
+    registry: Arc<Registry>,
+    holder: Holder,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut inner = self.registry.lock();
+        inner.open = inner.open.saturating_sub(1);
+        if let Some(n) = inner.holders.get_mut(&self.holder) {
+            *n -= 1;
+            if *n == 0 {
+                inner.holders.remove(&self.holder);
+            }
+        }
+    }
+}
+
+/// One stream's hold on its result: dropping it ends the subscription.
+pub struct Subscription {
+    registry: Arc<Registry>,
+    key: ResultKey,
+    patch: bool,
+    _seat: Seat,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut inner = self.registry.lock();
+        let Some(entry) = inner.results.get_mut(&self.key) else {
+            return;
+        };
+        if self.patch {
+            entry.shared.patchers.fetch_sub(1, Ordering::Relaxed);
+        }
+        entry.streams -= 1;
+        if entry.streams > 0 {
+            return;
+        }
+        let (shared, shape_key) = match inner.results.remove(&self.key) {
+            Some(e) => (e.shared, e.shape),
+            None => return,
+        };
+        if let Some(shape) = inner.shapes.get_mut(&shape_key) {
+            shape.results.retain(|r| !Arc::ptr_eq(r, &shared));
+            if shape.results.is_empty() {
+                inner.shapes.remove(&shape_key);
+            }
+        }
+    }
+}
+
+/// A subscription about to join its result.
+pub struct Joining {
+    /// Its place under the limits.
+    pub seat: Seat,
+    /// What it asks.
+    pub query: Query,
+    /// Its first answer.
+    pub written: Written,
+    /// What its plan depends on.
+    pub deps: Dependencies,
+    /// When that read started.
+    pub read_at: Instant,
+    /// It wants patches.
+    pub patch: bool,
+}
+
+/// A shape whose refetch is due: its key and its results.
+pub struct Due {
+    pub shape: ShapeKey,
+    pub results: Vec<Arc<Shared>>,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a new subscription against the limits, or says which one it would pass.
+    pub fn seat(
+        self: &Arc<Self>,
+        holder: Holder,
+        settings: &LiveSettings,
+    ) -> Result<Seat, Refusal> {
+        let mut inner = self.lock();
+        if inner.open >= settings.max_open {
+            return Err(Refusal::Instance(settings.max_open));
+        }
+        let held = inner.holders.get(&holder).copied().unwrap_or(0);
+        if held >= settings.max_per_visitor {
+            return Err(Refusal::Visitor(settings.max_per_visitor));
+        }
+        inner.open += 1;
+        *inner.holders.entry(holder.clone()).or_default() += 1;
+        Ok(Seat {
+            registry: Arc::clone(self),
+            holder,
+        })
+    }
+
+    /// Joins the result of the new subscription's query (made from its first answer when no
+    /// one follows it yet).
+    pub fn join(self: &Arc<Self>, new: Joining) -> (Arc<Shared>, Subscription) {
+        let Joining {
+            seat,
+            query,
+            written,
+            deps,
+            read_at,
+            patch,
+        } = new;
+        let key = query.key();
+        let shape = query.shape.clone();
+        let volatile = deps.volatile_with(&query.values);
+        let mut inner = self.lock();
+        let missed = inner
+            .marked
+            .iter()
+            .any(|(t, at)| *at >= read_at && (t == super::EVERY_TABLE || deps.depends_on(t)));
+        let (shared, fresh) = match inner.results.get_mut(&key) {
+            Some(entry) => {
+                entry.streams += 1;
+                (Arc::clone(&entry.shared), Some(written))
+            }
+            None => {
+                let content = written.content.clone();
+                let shared = Arc::new(Shared::new(query, written));
+                if patch {
+                    *shared.content.lock().unwrap_or_else(|e| e.into_inner()) = Some(content);
+                }
+                inner.results.insert(
+                    key.clone(),
+                    Entry {
+                        shared: Arc::clone(&shared),
+                        shape: shape.clone(),
+                        streams: 1,
+                    },
+                );
+                let s = inner.shapes.entry(shape).or_insert_with(|| Shape {
+                    results: Vec::new(),
+                    deps: Dependencies::default(),
+                    volatile: false,
+                    last_started: read_at,
+                    dirty: false,
+                    running: false,
+                });
+                s.results.push(Arc::clone(&shared));
+                s.deps.merge(&deps);
+                s.volatile |= volatile;
+                s.dirty |= missed;
+                (shared, None)
+            }
+        };
+        if patch {
+            shared.patchers.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(inner);
+        if let Some(written) = fresh {
+            // This subscriber read just now: when that differs from what the others were last
+            // sent, it is newer, and they get it too.
+            shared.publish(written);
+        }
+        let subscription = Subscription {
+            registry: Arc::clone(self),
+            key,
+            patch,
+            _seat: seat,
+        };
+        (shared, subscription)
+    }
+
+    /// Notes marked tables: every shape that reads one of them is due.
+    pub fn apply_marks(&self, marks: &BTreeSet<String>, now: Instant) {
+        if marks.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        for t in marks {
+            inner.marked.insert(t.clone(), now);
+        }
+        let every = marks.contains(super::EVERY_TABLE);
+        for shape in inner.shapes.values_mut() {
+            if every || marks.iter().any(|t| shape.deps.depends_on(t)) {
+                shape.dirty = true;
+            }
+        }
+    }
+
+    /// The shapes due at `now` (each marked as running), and when the next one will be.
+    pub fn due(&self, now: Instant, settings: &LiveSettings) -> (Vec<Due>, Option<Instant>) {
+        let mut inner = self.lock();
+        let mut due = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (key, shape) in inner.shapes.iter_mut() {
+            if shape.running {
+                continue;
+            }
+            let poll = if shape.volatile || shape.deps.volatile {
+                Some(settings.interval)
+            } else {
+                settings.poll
+            };
+            let at = match (shape.dirty, poll) {
+                (true, _) => Some(shape.last_started + settings.interval),
+                (false, Some(p)) => Some(shape.last_started + p),
+                (false, None) => None,
+            };
+            match at {
+                Some(at) if at <= now => {
+                    shape.running = true;
+                    shape.dirty = false;
+                    shape.last_started = now;
+                    due.push(Due {
+                        shape: key.clone(),
+                        results: shape.results.clone(),
+                    });
+                }
+                Some(at) => next = Some(next.map_or(at, |n| n.min(at))),
+                None => {}
+            }
+        }
+        (due, next)
+    }
+
+    /// A refetch of `shape` ended; `deps` is what the plans it ran depend on (the rules may
+    /// have changed with a reload). What a shape depends on only grows.
+    pub fn finished(&self, shape: &ShapeKey, deps: &Dependencies) {
+        let mut inner = self.lock();
+        if let Some(s) = inner.shapes.get_mut(shape) {
+            s.running = false;
+            s.deps.merge(deps);
+        }
+    }
+
+    /// Open subscriptions and shapes.
+    pub fn counts(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.open, inner.shapes.len())
+    }
+}
