@@ -56,6 +56,9 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     // cloned, box by box, for every request that reaches it.
     let app = tower::ServiceBuilder::new()
         .option_layer(middleware::cors(&cfg)?)
+        // The compressed body holds every encoder's state inline (about 6 KB): boxed at once,
+        // the response is not copied whole at each layer and poll on its way out.
+        .map_response(|r: axum::http::Response<_>| r.map(axum::body::Body::new))
         // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
         // compressed chunk by chunk, so memory stays flat.
         .layer(tower_http::compression::CompressionLayer::new())
