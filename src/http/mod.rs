@@ -6,6 +6,7 @@
 pub mod accept;
 mod accounts;
 mod calls;
+mod compress;
 mod middleware;
 mod ops;
 mod reply;

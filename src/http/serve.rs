@@ -1,6 +1,7 @@
 //! Starting the server: the listeners, the middleware around the routes, the accept loop, a
 //! separate `/metrics` listener when `metrics_listen` asks for one, and reloads on SIGHUP.
 
+use super::compress::CompressWhenAsked;
 use super::middleware::{self, Edge};
 use super::ops::metrics_get;
 use super::routes::routes;
@@ -54,20 +55,18 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     });
     // The middleware wraps the router rather than each route: a route's own layers would be
     // cloned, box by box, for every request that reaches it.
-    let app = tower::ServiceBuilder::new()
-        .option_layer(middleware::cors(&cfg)?)
-        // The compressed body holds every encoder's state inline (about 6 KB): boxed at once,
-        // the response is not copied whole at each layer and poll on its way out.
-        .map_response(|r: axum::http::Response<_>| r.map(axum::body::Body::new))
-        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
-        // compressed chunk by chunk, so memory stays flat.
-        .layer(tower_http::compression::CompressionLayer::new())
+    let inner = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn_with_state(
             edge,
             middleware::around,
         ))
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .service(routes(Arc::clone(&state), &cfg));
+    let app = tower::ServiceBuilder::new()
+        .option_layer(middleware::cors(&cfg)?)
+        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
+        // compressed chunk by chunk, so memory stays flat.
+        .service(CompressWhenAsked::new(inner));
     super::accept::run(
         listener,
         app,
