@@ -7,6 +7,7 @@ pub mod accept;
 mod accounts;
 mod calls;
 mod compress;
+mod cors;
 mod middleware;
 mod ops;
 mod reply;

@@ -2,6 +2,7 @@
 //! separate `/metrics` listener when `metrics_listen` asks for one, and reloads on SIGHUP.
 
 use super::compress::CompressWhenAsked;
+use super::cors::CorsWhenAsked;
 use super::middleware::{self, Edge};
 use super::ops::metrics_get;
 use super::routes::routes;
@@ -62,11 +63,13 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         ))
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .service(routes(Arc::clone(&state), &cfg));
-    let app = tower::ServiceBuilder::new()
-        .option_layer(middleware::cors(&cfg)?)
-        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
-        // compressed chunk by chunk, so memory stays flat.
-        .service(CompressWhenAsked::new(inner));
+    // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
+    // compressed chunk by chunk, so memory stays flat.
+    let compressed = CompressWhenAsked::new(inner);
+    let app = match middleware::cors(&cfg)? {
+        Some(layer) => tower::util::Either::Left(CorsWhenAsked::new(layer, compressed).await),
+        None => tower::util::Either::Right(compressed),
+    };
     super::accept::run(
         listener,
         app,
