@@ -6,6 +6,8 @@
 pub mod accept;
 mod accounts;
 mod calls;
+mod compress;
+mod cors;
 mod middleware;
 mod ops;
 mod reply;

@@ -1,6 +1,8 @@
 //! Starting the server: the listeners, the middleware around the routes, the accept loop, a
 //! separate `/metrics` listener when `metrics_listen` asks for one, and reloads on SIGHUP.
 
+use super::compress::CompressWhenAsked;
+use super::cors::CorsWhenAsked;
 use super::middleware::{self, Edge};
 use super::ops::metrics_get;
 use super::routes::routes;
@@ -55,17 +57,20 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     });
     // The middleware wraps the router rather than each route: a route's own layers would be
     // cloned, box by box, for every request that reaches it.
-    let app = tower::ServiceBuilder::new()
-        .option_layer(middleware::cors(&cfg)?)
-        // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
-        // compressed chunk by chunk, so memory stays flat.
-        .layer(tower_http::compression::CompressionLayer::new())
+    let inner = tower::ServiceBuilder::new()
         .layer(axum::middleware::from_fn_with_state(
             edge,
             middleware::around,
         ))
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .service(routes(Arc::clone(&state), &cfg));
+    // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
+    // compressed chunk by chunk, so memory stays flat.
+    let compressed = CompressWhenAsked::new(inner);
+    let app = match middleware::cors(&cfg)? {
+        Some(layer) => tower::util::Either::Left(CorsWhenAsked::new(layer, compressed).await),
+        None => tower::util::Either::Right(compressed),
+    };
     super::accept::run(
         listener,
         app,

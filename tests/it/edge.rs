@@ -320,3 +320,42 @@ fn cors_preflight_and_credentialed_calls_echo_the_origin() {
         Some("https://app.example.com")
     );
 }
+
+/// Answers are compressed only for a client that asks (`Accept-Encoding`), and an answer that
+/// would be compressed for one says `Vary: accept-encoding` whether the client asked or not,
+/// so that a cache never hands a compressed answer to a client that cannot read it.
+#[test]
+fn answers_vary_on_accept_encoding_whether_it_is_sent_or_not() {
+    let server = sqlite_server("edge_vary", "");
+    let call = |headers: &[(&str, &str)]| {
+        server
+            .client()
+            .request("POST", "/get", headers, br#"{"User":{"id":82001}}"#)
+            .expect("call")
+    };
+    let varies = |headers: &[(String, String)]| {
+        headers.iter().any(|(k, v)| {
+            k.eq_ignore_ascii_case("vary") && v.to_ascii_lowercase().contains("accept-encoding")
+        })
+    };
+    let plain = call(&[]);
+    assert_eq!(plain.json().expect("JSON")["code"], 200);
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(varies(&plain.headers), "{:?}", plain.headers);
+    for encoding in ["gzip", "br", "zstd"] {
+        let compressed = call(&[("Accept-Encoding", encoding)]);
+        assert_eq!(compressed.status, 200);
+        assert_eq!(compressed.header("content-encoding"), Some(encoding));
+        assert!(varies(&compressed.headers), "{:?}", compressed.headers);
+    }
+    let identity = call(&[("Accept-Encoding", "identity")]);
+    assert_eq!(identity.header("content-encoding"), None);
+    assert_eq!(
+        identity.text,
+        plain.text.replace(
+            &plain.json().expect("JSON")["time"].to_string(),
+            &identity.json().expect("JSON")["time"].to_string(),
+        )
+    );
+    assert!(varies(&identity.headers), "{:?}", identity.headers);
+}

@@ -21,7 +21,7 @@ pub struct ObjectSink<'a> {
     /// Where each column's name ends in `names`, its length unescaped (for the budget), and
     /// whether it is answered as JSON.
     columns: Vec<(usize, usize, bool)>,
-    /// `"Key":{…}` once a row arrived.
+    /// `{"Key":{…}` once a row arrived: the answer up to the envelope's members.
     object: Vec<u8>,
     rows: usize,
     bytes: usize,
@@ -60,10 +60,11 @@ impl<'a> ObjectSink<'a> {
 
     /// The whole answer: the object when a row was read, then the envelope.
     pub fn finish(self, time_ms: u64) -> Bytes {
-        let mut out = Vec::with_capacity(self.object.len() + 64);
-        out.push(b'{');
-        if !self.object.is_empty() {
-            out.extend_from_slice(&self.object);
+        let mut out = self.object;
+        if out.is_empty() {
+            out.reserve(64);
+            out.push(b'{');
+        } else {
             out.push(b',');
         }
         out.extend_from_slice(crate::SUCCEEDED_UNTIL_TIME);
@@ -77,6 +78,11 @@ impl RowSink for ObjectSink<'_> {
     fn columns(&mut self, names: &[String]) {
         self.names.clear();
         self.columns.clear();
+        // Sized once: grown a doubling at a time, the buffers were reallocated several times
+        // per lookup.
+        self.names
+            .reserve(names.iter().map(|n| n.len() + 3).sum::<usize>());
+        self.columns.reserve(names.len());
         for n in names {
             write_string(n, &mut self.names);
             self.names.push(b':');
@@ -96,6 +102,9 @@ impl RowSink for ObjectSink<'_> {
         if self.rows == 1 {
             self.bytes += size;
             let out = &mut self.object;
+            // The envelope's members follow in `finish`, in the same buffer.
+            out.reserve(size + self.key.len() + 8 + 64);
+            out.push(b'{');
             write_string(self.key, out);
             out.extend_from_slice(b":{");
             let mut start = 0;

@@ -1,0 +1,94 @@
+//! Compression (gzip, br or zstd) for the requests that ask for it with `Accept-Encoding`.
+//!
+//! tower-http's compression wraps every answer's body in an enum that holds each encoder's
+//! state inline (about 6 KB), also when the client accepts no encoding and the body passes
+//! through as it is; moved through the layers and polls on its way out, that cost every point
+//! lookup ~10 % of its instructions. A request without `Accept-Encoding` goes around it here,
+//! and gets what the compression layer would have given it: the body as it is, with
+//! `Vary: accept-encoding` where a client that asks would have had it compressed.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use futures_util::future::{Either, MapOk, TryFutureExt};
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
+use tower_http::compression::{Compression, CompressionBody};
+
+type Compressed = axum::http::Response<CompressionBody<Body>>;
+
+/// `inner`, compressed for the requests that accept an encoding.
+#[derive(Clone)]
+pub struct CompressWhenAsked<S> {
+    plain: S,
+    compressed: Compression<S>,
+}
+
+impl<S: Clone> CompressWhenAsked<S> {
+    pub fn new(inner: S) -> CompressWhenAsked<S> {
+        CompressWhenAsked {
+            compressed: Compression::new(inner.clone()),
+            plain: inner,
+        }
+    }
+}
+
+impl<S> tower::Service<Request> for CompressWhenAsked<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<
+        MapOk<<Compression<S> as tower::Service<Request>>::Future, fn(Compressed) -> Response>,
+        futures_util::future::Map<
+            S::Future,
+            fn(Result<Response, Infallible>) -> Result<Response, Infallible>,
+        >,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        match self.plain.poll_ready(cx) {
+            Poll::Ready(Ok(())) => self.compressed.poll_ready(cx),
+            other => other,
+        }
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        if req.headers().contains_key(header::ACCEPT_ENCODING) {
+            // Boxed as it leaves the layer, so that the response moves as a pointer.
+            let boxed: fn(Compressed) -> Response = |r| r.map(Body::new);
+            Either::Left(self.compressed.call(req).map_ok(boxed))
+        } else {
+            let vary: fn(Result<Response, Infallible>) -> Result<Response, Infallible> =
+                |r| r.map(vary_as_compression);
+            Either::Right(futures_util::FutureExt::map(self.plain.call(req), vary))
+        }
+    }
+}
+
+/// The `Vary` the compression layer adds to an answer it would compress for a client that
+/// asks (its own test: not encoded already, not a range, and the default predicate).
+fn vary_as_compression(mut res: Response) -> Response {
+    let compressible = !res.headers().contains_key(header::CONTENT_ENCODING)
+        && !res.headers().contains_key(header::CONTENT_RANGE)
+        && DefaultPredicate::new().should_compress(&res);
+    let varies = res
+        .headers()
+        .get_all(header::VARY)
+        .iter()
+        .any(|v| contains_ignore_ascii_case(v.as_bytes(), b"accept-encoding"));
+    if compressible && !varies {
+        res.headers_mut()
+            .append(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    res
+}
+
+fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
