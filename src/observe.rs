@@ -47,9 +47,18 @@ pub fn note_tables(metrics: &Metrics, map: &Map<String, Json>, facts: &mut Facts
         is_table_key(k).then_some(k)
     }
     if tracing::enabled!(tracing::Level::INFO) {
-        let all: Vec<&str> = names.filter_map(|k| table(k)).collect();
-        facts.table = all.first().map(|t| metrics.table_index(t));
-        facts.tables = Some(all.join(","));
+        // Written straight into the log's list: no vector of names, no join.
+        let mut all = String::new();
+        facts.table = None;
+        for t in names.filter_map(|k| table(k)) {
+            if all.is_empty() {
+                facts.table = Some(metrics.table_index(t));
+            } else {
+                all.push(',');
+            }
+            all.push_str(t);
+        }
+        facts.tables = Some(all);
     } else {
         facts.table = names.find_map(|k| table(k)).map(|t| metrics.table_index(t));
     }

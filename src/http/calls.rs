@@ -2,6 +2,7 @@
 //! `GET /head/{json}` (with validators for revalidation), and `POST /router/{method}/{tag}`
 //! (`crate::templates`).
 
+use super::middleware::Sent;
 use super::reply::send;
 use super::{accept, middleware};
 use crate::app::entry::Call;
@@ -21,8 +22,7 @@ pub async fn call(
     State(s): State<Shared>,
     Path(method): Path<String>,
     Query(q): Params,
-    headers: HeaderMap,
-    body: Bytes,
+    Sent { headers, body }: Sent,
 ) -> Response {
     let visitor = s.sessions.visitor(&headers);
     let call = Call {
@@ -42,8 +42,7 @@ pub async fn call_tag(
     State(s): State<Shared>,
     Path((method, tag)): Path<(String, String)>,
     Query(q): Params,
-    headers: HeaderMap,
-    body: Bytes,
+    Sent { headers, body }: Sent,
 ) -> Response {
     let body = if body.iter().all(u8::is_ascii_whitespace) {
         Bytes::from_static(b"{}")

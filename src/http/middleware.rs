@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
 use crate::observe::Facts;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -299,8 +299,41 @@ async fn read_body(edge: &Edge, req: Request, next: Next) -> Response {
     if oversized {
         return too_big();
     }
-    next.run(Request::from_parts(parts, Body::from(Bytes::from(bytes))))
-        .await
+    let bytes = Bytes::from(bytes);
+    let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+    req.extensions_mut().insert(ReadBody(bytes));
+    next.run(req).await
+}
+
+/// The body [`read_body`] read, for [`Sent`] to take as it is (the request's body holds the
+/// same bytes, for the `Bytes` extractor of other handlers).
+#[derive(Clone)]
+struct ReadBody(Bytes);
+
+/// A call's headers and body, taken out of the request rather than copied: the `HeaderMap`
+/// extractor clones the headers and the `Bytes` one collects the body a second time.
+pub struct Sent {
+    pub headers: axum::http::HeaderMap,
+    pub body: Bytes,
+}
+
+impl<S: Send + Sync> FromRequest<S> for Sent {
+    type Rejection = Response;
+
+    async fn from_request(mut req: Request, state: &S) -> Result<Self, Response> {
+        if let Some(ReadBody(body)) = req.extensions_mut().remove::<ReadBody>() {
+            let (parts, _) = req.into_parts();
+            return Ok(Sent {
+                headers: parts.headers,
+                body,
+            });
+        }
+        let headers = req.headers().clone();
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Sent { headers, body })
+    }
 }
 
 /// How long an oversized body is read and dropped before the 413 goes out anyway.

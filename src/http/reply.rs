@@ -7,21 +7,29 @@ use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
 use apijet_response::stream::Chunk;
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderName, HeaderValue};
+use axum::response::Response;
 use futures_util::{stream, StreamExt};
 use std::sync::Arc;
+
+/// The headers of every answer, built once: a name or value given as text is parsed again on
+/// every response.
+static JSON_UTF8: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
+static STATEMENTS: HeaderName = HeaderName::from_static("x-apijet-statements");
+
+/// An HTTP 200 answer of JSON.
+fn json_ok(body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, JSON_UTF8.clone());
+    r
+}
 
 pub fn json_response(v: &serde_json::Value) -> Response {
     let started = std::time::Instant::now();
     let body = serde_json::to_vec(v).unwrap_or_default();
     let encode = started.elapsed();
-    let mut r = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        body,
-    )
-        .into_response();
+    let mut r = json_ok(body);
     r.extensions_mut().insert(Facts {
         code: answer_code(v),
         encode: Some(encode),
@@ -53,7 +61,7 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
         Answer::Counted(v, statements) => {
             let mut r = json_response(&v);
             r.headers_mut()
-                .insert("x-apijet-statements", HeaderValue::from(statements));
+                .insert(STATEMENTS.clone(), HeaderValue::from(statements));
             facts.statements = Some(statements);
             if tracing::enabled!(tracing::Level::INFO) {
                 facts.rows = Some(crate::observe::rows_in(&v, 0));
@@ -65,14 +73,9 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
             statements,
             rows,
         } => {
-            let mut r = (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-                body,
-            )
-                .into_response();
+            let mut r = json_ok(body);
             r.headers_mut()
-                .insert("x-apijet-statements", HeaderValue::from(statements));
+                .insert(STATEMENTS.clone(), HeaderValue::from(statements));
             facts.code = 200;
             facts.statements = Some(statements);
             facts.rows = Some(rows);
@@ -123,15 +126,10 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
     let body = stream::iter([Ok::<_, std::io::Error>(first)])
         .chain(rest)
         .fuse();
-    let mut r = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        Body::from_stream(body),
-    )
-        .into_response();
+    let mut r = json_ok(Body::from_stream(body));
     if let Some(n) = statements {
         r.headers_mut()
-            .insert("x-apijet-statements", HeaderValue::from(n));
+            .insert(STATEMENTS.clone(), HeaderValue::from(n));
     }
     r.extensions_mut().insert(facts);
     r

@@ -5,7 +5,7 @@
 
 use crate::backend::Backend;
 use crate::cell::Cell;
-use crate::sink::{CollectSink, RowSink, SinkError};
+use crate::sink::{CollectSink, ColumnNames, RowSink, SinkError};
 use crate::ExecError;
 use apijet_core::{Engine, Value};
 use apijet_plan::procedure::{ProcArg, ProcedureCall};
@@ -19,8 +19,8 @@ struct CallSink {
 }
 
 impl RowSink for CallSink {
-    fn columns(&mut self, names: &[String]) {
-        self.result_set = !names.is_empty();
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
+        self.result_set = names.len() > 0;
         self.rows.columns(names);
     }
 

@@ -34,10 +34,17 @@ impl From<SinkError> for crate::ExecError {
     }
 }
 
+/// The output column names of a statement, in select order; a sink may walk them more than
+/// once.
+pub trait ColumnNames<'n>: ExactSizeIterator<Item = &'n str> + Clone {}
+
+impl<'n, I: ExactSizeIterator<Item = &'n str> + Clone> ColumnNames<'n> for I {}
+
 /// Receives the rows of one statement.
 pub trait RowSink: Send {
-    /// Called once before the first row with the output column names, in select order.
-    fn columns(&mut self, names: &[String]);
+    /// Called once before the first row with the output column names, in select order. An
+    /// iterator over the backend's own names, so that no statement copies them.
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>);
 
     /// Takes one row (cells in column order).
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError>;
@@ -124,12 +131,12 @@ pub fn row_bytes(cells: &[Cell<'_>], name_lengths: impl Iterator<Item = usize>) 
 }
 
 impl RowSink for CollectSink {
-    fn columns(&mut self, names: &[String]) {
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
         self.json = names
-            .iter()
-            .map(|n| self.json_outputs.contains(n))
+            .clone()
+            .map(|n| self.json_outputs.iter().any(|j| j == n))
             .collect();
-        self.names = names.to_vec();
+        self.names = names.map(str::to_owned).collect();
     }
 
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {

@@ -168,20 +168,28 @@ impl Request {
     /// Classifies every key of a parsed body.
     pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
         let mut req = Request::default();
-        let mut root = Map::new();
-        for (k, v) in map.into_iter().filter(present) {
-            match k.as_str() {
-                "tag" => req.tag = v.as_str().map(str::to_string).or(Some(v.to_string())),
-                "version" => req.version = Some(v),
-                "format" => req.format = v.as_bool().unwrap_or(false),
-                _ if k.starts_with('@') && !k.ends_with('@') && !v.is_object() => {
-                    req.globals.push((k[1..].to_string(), v))
-                }
-                _ => {
-                    root.insert(k, v);
+        // Most requests have neither a request key nor a null member: their map is the root
+        // as it is, not copied into another one key by key.
+        let root_as_is = map
+            .iter()
+            .all(|(k, v)| !v.is_null() && !is_request_key(k, v));
+        let root = if root_as_is {
+            map
+        } else {
+            let mut root = Map::new();
+            for (k, v) in map.into_iter().filter(present) {
+                match k.as_str() {
+                    "tag" => req.tag = v.as_str().map(str::to_string).or(Some(v.to_string())),
+                    "version" => req.version = Some(v),
+                    "format" => req.format = v.as_bool().unwrap_or(false),
+                    _ if is_request_key(&k, &v) => req.globals.push((k[1..].to_string(), v)),
+                    _ => {
+                        root.insert(k, v);
+                    }
                 }
             }
-        }
+            root
+        };
         req.root = container(root, "")?;
         Ok(req)
     }
@@ -219,6 +227,13 @@ impl TableObject {
             entries,
         }
     }
+}
+
+/// Whether a root member is about the request rather than part of its tree: `tag`,
+/// `version`, `format`, or a global `@keyword` (not a `key@` reference, not an object).
+fn is_request_key(k: &str, v: &Value) -> bool {
+    matches!(k, "tag" | "version" | "format")
+        || (k.starts_with('@') && !k.ends_with('@') && !v.is_object())
 }
 
 /// Whether a member counts: a key whose value is JSON `null` is skipped wherever the reference

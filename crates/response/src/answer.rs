@@ -7,7 +7,7 @@ use crate::nested::ItemStream;
 use crate::object::ObjectSink;
 use crate::stream::{Chunk, StreamSink};
 use apijet_exec::cell::Cell;
-use apijet_exec::sink::{AnswerSink, Form, ItemSink, RowSink, SinkError};
+use apijet_exec::sink::{AnswerSink, ColumnNames, Form, ItemSink, RowSink, SinkError};
 use bytes::Bytes;
 use serde_json::{Map, Value as Json};
 use tokio::sync::mpsc;
@@ -150,7 +150,7 @@ impl<'p> AnswerSink<'p> for AnswerWriter<'p> {
 }
 
 impl RowSink for AnswerWriter<'_> {
-    fn columns(&mut self, names: &[String]) {
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
         match &mut self.writer {
             Writer::Object(sink) => sink.columns(names),
             Writer::List(sink) => sink.columns(names),

@@ -8,7 +8,7 @@
 
 use crate::cell_json::{write_cell, write_string};
 use apijet_exec::cell::Cell;
-use apijet_exec::sink::{row_bytes, RowSink, SinkError};
+use apijet_exec::sink::{row_bytes, ColumnNames, RowSink, SinkError};
 use bytes::Bytes;
 
 /// Writes the answer of one table object from its first row.
@@ -75,13 +75,13 @@ impl<'a> ObjectSink<'a> {
 }
 
 impl RowSink for ObjectSink<'_> {
-    fn columns(&mut self, names: &[String]) {
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
         self.names.clear();
         self.columns.clear();
         // Sized once: grown a doubling at a time, the buffers were reallocated several times
         // per lookup.
         self.names
-            .reserve(names.iter().map(|n| n.len() + 3).sum::<usize>());
+            .reserve(names.clone().map(|n| n.len() + 3).sum::<usize>());
         self.columns.reserve(names.len());
         for n in names {
             write_string(n, &mut self.names);
@@ -188,9 +188,8 @@ mod tests {
             Cell::Decimal("157782.61".into()),
         ];
         let json = vec!["tags".to_string()];
-        let owned: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut sink = ObjectSink::new("User:u", &json, 10, 1 << 20);
-        sink.columns(&owned);
+        sink.columns(names.iter().copied());
         sink.row(&cells).expect("row");
         let got = sink.finish(7);
         assert_eq!(
@@ -207,7 +206,7 @@ mod tests {
             br#"{"ok":true,"code":200,"msg":"success","time":7}"#
         );
         let mut sink = ObjectSink::new("User", &[], 10, 8);
-        sink.columns(&["name".to_string()]);
+        sink.columns(["name"].into_iter());
         assert!(sink.row(&[Cell::Text("longer than eight".into())]).is_err());
         assert!(sink.over_budget);
     }

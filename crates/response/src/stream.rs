@@ -17,7 +17,7 @@
 use crate::cell_json::{write_cell, write_string};
 use crate::ApiError;
 use apijet_exec::cell::Cell;
-use apijet_exec::sink::{row_bytes, RowSink, SinkError};
+use apijet_exec::sink::{row_bytes, ColumnNames, RowSink, SinkError};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
@@ -127,9 +127,9 @@ pub(crate) fn close_answer(buf: &mut BytesMut, empty: bool, time_ms: u64) {
 }
 
 impl RowSink for StreamSink {
-    fn columns(&mut self, names: &[String]) {
+    fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
         self.keys = names
-            .iter()
+            .clone()
             .map(|n| {
                 let mut k = Vec::with_capacity(n.len() + 4);
                 k.push(b',');
@@ -139,8 +139,7 @@ impl RowSink for StreamSink {
             })
             .collect();
         self.json = names
-            .iter()
-            .map(|n| self.json_outputs.contains(n))
+            .map(|n| self.json_outputs.iter().any(|j| j == n))
             .collect();
     }
 
@@ -210,7 +209,7 @@ mod tests {
     async fn rows_stream_in_the_envelope_and_empty_lists_are_omitted() {
         let (tx, mut rx) = mpsc::channel(4);
         let mut sink = StreamSink::new(tx, "User[]", None, vec!["tags".into()], 1 << 20);
-        sink.columns(&["id".into(), "name".into(), "tags".into()]);
+        sink.columns(["id", "name", "tags"].into_iter());
         sink.row(&[Cell::Int(1), Cell::Null, Cell::Text("[1,2]".into())])
             .expect("row");
         sink.row(&[Cell::Int(2), Cell::Text("b".into()), Cell::Null])
@@ -225,7 +224,7 @@ mod tests {
         );
         let (tx, mut rx) = mpsc::channel(4);
         let mut sink = StreamSink::new(tx, "[]", Some("User"), Vec::new(), 1 << 20);
-        sink.columns(&["id".into()]);
+        sink.columns(["id"].into_iter());
         sink.finish(7).await.expect("finish");
         let Some(Chunk::Data(d)) = rx.recv().await else {
             panic!("data")
@@ -240,7 +239,7 @@ mod tests {
     async fn a_row_past_the_byte_budget_is_refused_before_it_is_encoded() {
         let (tx, _rx) = mpsc::channel(4);
         let mut sink = StreamSink::new(tx, "User[]", None, Vec::new(), 100);
-        sink.columns(&["id".into(), "name".into()]);
+        sink.columns(["id", "name"].into_iter());
         sink.row(&[Cell::Int(1), Cell::Text("a".into())])
             .expect("within the budget");
         let written = sink.buf.len();

@@ -310,7 +310,7 @@ async fn fetch_on<Q: Queryable, S: RowSink>(
     let names: Vec<String> = columns.iter().map(|c| c.name_str().into_owned()).collect();
     let types: Vec<ColumnType> = columns.iter().map(|c| c.column_type()).collect();
     let binary: Vec<bool> = columns.iter().map(|c| c.character_set() == 63).collect();
-    sink.columns(&names);
+    sink.columns(names.iter().map(String::as_str));
     let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
     let mut n = 0u64;
     while let Some(row) = result.next().await.map_err(db_error)? {

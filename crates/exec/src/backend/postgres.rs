@@ -176,24 +176,19 @@ async fn fetch_on<S: RowSink>(
     sink: &mut S,
 ) -> Result<u64, ExecError> {
     let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
-    let names: Vec<String> = prepared
-        .columns()
-        .iter()
-        .map(|c| c.name().to_string())
-        .collect();
     let kinds: Vec<PgKind> = prepared
         .columns()
         .iter()
         .map(|c| PgKind::of(c.type_()))
         .collect();
-    sink.columns(&names);
+    sink.columns(prepared.columns().iter().map(|c| c.name()));
     let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
     let rows = client
         .query_raw(&prepared, params.iter())
         .await
         .map_err(db_error)?;
     pin_mut!(rows);
-    let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
+    let mut spare: Vec<Cell<'static>> = Vec::with_capacity(kinds.len());
     let mut n = 0u64;
     while let Some(row) = rows.next().await {
         let mut cells: Vec<Cell<'_>> = recycle(spare);

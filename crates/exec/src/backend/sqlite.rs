@@ -390,7 +390,7 @@ fn run<S: RowSink>(
     let output = outputs.of(&stmt.sql, &prepared);
     let (names, kinds) = (&output.names, &output.kinds);
     bind(&mut prepared, &stmt.binds)?;
-    sink.columns(names);
+    sink.columns(names.iter().map(String::as_str));
     let mut rows = prepared.raw_query();
     let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
     let mut n = 0u64;
