@@ -24,18 +24,7 @@ pub async fn call(
     Query(q): Params,
     Sent { headers, body }: Sent,
 ) -> Response {
-    let visitor = s.sessions.visitor(&headers);
-    let call = Call {
-        method: &method,
-        tag: None,
-        query: &q,
-        body: &body,
-        visitor,
-        peer: accept::peer(),
-    };
-    let mut facts = Facts::default();
-    let answer = s.answer(call, &mut facts).await;
-    send(&s, answer, facts).await
+    answer_call(&s, &method, None, &q, &headers, &body).await
 }
 
 pub async fn call_tag(
@@ -49,18 +38,29 @@ pub async fn call_tag(
     } else {
         body
     };
-    let visitor = s.sessions.visitor(&headers);
+    answer_call(&s, &method, Some(&tag), &q, &headers, &body).await
+}
+
+/// Answers one APIJSON call as the visitor its headers name, from the client's address.
+async fn answer_call(
+    s: &Shared,
+    method: &str,
+    tag: Option<&str>,
+    query: &[(String, String)],
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
     let call = Call {
-        method: &method,
-        tag: Some(&tag),
-        query: &q,
-        body: &body,
-        visitor,
+        method,
+        tag,
+        query,
+        body,
+        visitor: s.sessions.visitor(headers),
         peer: accept::peer(),
     };
     let mut facts = Facts::default();
     let answer = s.answer(call, &mut facts).await;
-    send(&s, answer, facts).await
+    send(s, answer, facts).await
 }
 
 /// `GET /get/{url-encoded-json}` and `GET /head/{…}`: the request in the URL, for browsers and
