@@ -79,6 +79,14 @@ impl Histogram {
     }
 }
 
+/// One metric of one value, with its help and type lines.
+fn scalar(out: &mut String, name: &str, help: &str, kind: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+    );
+}
+
 /// Everything `/metrics` reports that the HTTP edge and the pipeline count.
 pub struct Metrics {
     /// Table names known at start-up, sorted; index `tables.len()` is `other`.
@@ -274,10 +282,7 @@ impl Metrics {
             ),
         ];
         for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
+            scalar(&mut out, name, help, "counter", value);
         }
         let gauges: [(&str, &str, i64); 3] = [
             (
@@ -297,25 +302,28 @@ impl Metrics {
             ),
         ];
         for (name, help, value) in gauges {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-            );
+            scalar(&mut out, name, help, "gauge", value);
         }
-        let _ = writeln!(
-            out,
-            "# HELP apijet_write_queue_batches_total Group commits of the write queue.\n# TYPE apijet_write_queue_batches_total counter\napijet_write_queue_batches_total {}",
-            exec.queue_batches
+        scalar(
+            &mut out,
+            "apijet_write_queue_batches_total",
+            "Group commits of the write queue.",
+            "counter",
+            exec.queue_batches,
         );
-        let _ = writeln!(
-            out,
-            "# HELP apijet_write_queue_wait_seconds_total Time rows waited in the write queue before their batch started.\n# TYPE apijet_write_queue_wait_seconds_total counter\napijet_write_queue_wait_seconds_total {}",
-            exec.queue_wait_micros as f64 / 1_000_000.0
+        scalar(
+            &mut out,
+            "apijet_write_queue_wait_seconds_total",
+            "Time rows waited in the write queue before their batch started.",
+            "counter",
+            exec.queue_wait_micros as f64 / 1_000_000.0,
         );
-        let _ = writeln!(
-            out,
-            "# HELP apijet_write_queue_batch_rows_max Largest group commit so far.\n# TYPE apijet_write_queue_batch_rows_max gauge\napijet_write_queue_batch_rows_max {}",
-            exec.queue_batch_max
+        scalar(
+            &mut out,
+            "apijet_write_queue_batch_rows_max",
+            "Largest group commit so far.",
+            "gauge",
+            exec.queue_batch_max,
         );
         self.live.render(&mut out);
         out
@@ -386,10 +394,7 @@ impl LiveCounters {
             ),
         ];
         for (name, help, kind, value) in rows {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+            scalar(out, name, help, kind, value);
         }
         out.push_str("# HELP apijet_live_refetch_seconds Time one refetch of a shape took.\n# TYPE apijet_live_refetch_seconds histogram\n");
         self.refetch_time
