@@ -114,12 +114,7 @@ pub(super) fn plan(
             let paths = ["/".to_string(), format!("{}/", template(arr_path))];
             let links = links(t, main_key, &paths)?;
             let planned = TablePlan::new(t, &b.ctx()).and_then(|probe| {
-                if probe.drop
-                    || !probe.procedures.is_empty()
-                    || probe.aggregate
-                    || !probe.group.is_empty()
-                    || b.inputs.method.is_count()
-                {
+                if !rows_alone(&probe) || b.inputs.method.is_count() {
                     return Ok(None);
                 }
                 batched(probe, t, links, BatchKind::Object).map(Some)
@@ -149,10 +144,7 @@ pub(super) fn plan(
             let paths = [format!("{}/", template(arr_path))];
             let links = links(t, main_key, &paths)?;
             let planned = TablePlan::new(t, &b.ctx()).and_then(|probe| {
-                if probe.drop
-                    || !probe.procedures.is_empty()
-                    || probe.aggregate
-                    || !probe.group.is_empty()
+                if !rows_alone(&probe)
                     || probe.distinct
                     || (probe.explain && !a.key.extract.is_empty())
                 {
@@ -231,4 +223,10 @@ fn batched(
         table_key: t.key.text(),
         kind,
     })
+}
+
+/// Whether a member's answer is its rows and nothing else, so that one statement can read
+/// them for every parent: no `@drop`, procedure, aggregate or `@group`.
+fn rows_alone(probe: &TablePlan) -> bool {
+    !probe.drop && probe.procedures.is_empty() && !probe.aggregate && probe.group.is_empty()
 }
