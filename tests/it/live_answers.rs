@@ -5,6 +5,7 @@
 
 use crate::support::events::{Events, NotStarted};
 use crate::support::{ada, code, demo_databases, post, skip, Client, Engine, Server};
+use apijet_testkit::json_patch::apply;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -304,44 +305,6 @@ fn last_event_id_skips_the_answer_the_client_has_and_heartbeats_keep_the_stream(
     assert_eq!(got["Moment"]["content"], "after reconnecting");
 }
 
-/// RFC 6902 `add`, `remove` and `replace`.
-fn apply(doc: &mut Value, ops: &Value) {
-    for op in ops.as_array().expect("a patch is a list") {
-        let path = op["path"].as_str().expect("path");
-        let segments: Vec<String> = path
-            .split('/')
-            .skip(1)
-            .map(|s| s.replace("~1", "/").replace("~0", "~"))
-            .collect();
-        let (last, parents) = segments.split_last().expect("not the root");
-        let mut target = &mut *doc;
-        for seg in parents {
-            target = match target {
-                Value::Object(m) => m.get_mut(seg).expect("member"),
-                Value::Array(a) => &mut a[seg.parse::<usize>().expect("index")],
-                _ => panic!("no container at {path}"),
-            };
-        }
-        let value = op.get("value").cloned();
-        match (op["op"].as_str().expect("op"), target) {
-            ("add" | "replace", Value::Object(m)) => {
-                m.insert(last.clone(), value.expect("value"));
-            }
-            ("remove", Value::Object(m)) => {
-                m.remove(last);
-            }
-            ("add", Value::Array(a)) => a.insert(last.parse().expect("index"), value.expect("v")),
-            ("replace", Value::Array(a)) => {
-                a[last.parse::<usize>().expect("i")] = value.expect("v")
-            }
-            ("remove", Value::Array(a)) => {
-                a.remove(last.parse().expect("index"));
-            }
-            (op, _) => panic!("cannot {op} at {path}"),
-        }
-    }
-}
-
 #[test]
 fn patches_turn_the_previous_answer_into_the_new_one() {
     let s = Server::fresh_sqlite(MARKS_ONLY);
@@ -358,7 +321,7 @@ fn patches_turn_the_previous_answer_into_the_new_one() {
         assert_eq!(code(&r), 200, "{r}");
         let e = events.next(WAIT).expect("a patch");
         assert_eq!(e.kind, "patch", "{e:?}");
-        apply(&mut doc, &e.json());
+        apply(&mut doc, e.json().as_array().expect("a patch is a list"));
         assert_eq!(
             content(doc.clone()),
             content(s.post("/get", &req)),

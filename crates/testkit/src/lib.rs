@@ -18,6 +18,7 @@ pub mod client;
 pub mod data;
 pub mod engine;
 pub mod http;
+pub mod json_patch;
 pub mod rng;
 pub mod server;
 pub mod shared;
