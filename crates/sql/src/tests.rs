@@ -2,38 +2,25 @@
 
 use crate::{render, MySql, Postgres, Sqlite};
 use apijet_core::{Method, Role, Value};
-use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::{Ctx, PlanOptions, TablePlan};
 use apijet_request::{Node, Request};
 
 fn schema() -> SchemaCache {
-    let all = vec![Role::Unknown, Role::Login];
+    use ColumnKind::*;
+    let columns = [
+        ("id", Int),
+        ("name", Text),
+        ("contactIdList", Json),
+        ("_password", Text),
+    ];
     let mut s = SchemaCache::new();
-    s.insert(Table {
-        api_name: "User".into(),
-        sql_name: "apijson_user".into(),
-        columns: vec![
-            Column {
-                name: "id".into(),
-                kind: ColumnKind::Int,
-            },
-            Column {
-                name: "name".into(),
-                kind: ColumnKind::Text,
-            },
-            Column {
-                name: "contactIdList".into(),
-                kind: ColumnKind::Json,
-            },
-            Column {
-                name: "_password".into(),
-                kind: ColumnKind::Text,
-            },
-        ],
-        access: Some(std::array::from_fn(|_| all.clone())),
-        debug_only: false,
-        system: false,
-    });
+    s.insert(Table::granted(
+        "User",
+        "apijson_user",
+        &columns,
+        &[Role::Unknown, Role::Login],
+    ));
     s
 }
 

@@ -5,7 +5,7 @@
 //! runs the same amount of work every time.
 
 use apijet_core::{Method, Role};
-use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::{plan_subquery, Ctx, PlanOptions, TablePlan};
 use apijet_request::{Container, Node, Request, TableEntry};
 use apijet_sql::{render, Dialect, MySql, Postgres, Sqlite};
@@ -17,21 +17,7 @@ use std::time::{Duration, Instant};
 const BOUND: Duration = Duration::from_secs(2);
 
 fn table(api: &str, sql: &str, columns: &[(&str, ColumnKind)]) -> Table {
-    let all = vec![Role::Unknown, Role::Login];
-    Table {
-        api_name: api.into(),
-        sql_name: sql.into(),
-        columns: columns
-            .iter()
-            .map(|(name, kind)| Column {
-                name: (*name).into(),
-                kind: *kind,
-            })
-            .collect(),
-        access: Some(std::array::from_fn(|_| all.clone())),
-        debug_only: false,
-        system: false,
-    }
+    Table::granted(api, sql, columns, &[Role::Unknown, Role::Login])
 }
 
 fn schema() -> SchemaCache {

@@ -15,7 +15,7 @@ use apijet_core::{Method, Role, Visitor};
 use apijet_plan::gate::{uses, Known, Use};
 use apijet_plan::query::Select;
 use apijet_plan::read::{MemberPlan, ReadInputs, ReadPlan};
-use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::{PlanError, PlanOptions, TablePlan};
 use apijet_request::Request;
@@ -30,19 +30,8 @@ const HIDDEN: [&str; 3] = ["_password", "_payPassword", "_note"];
 fn schema() -> SchemaCache {
     use ColumnKind::*;
     let roles = vec![Role::Unknown, Role::Login, Role::Owner, Role::Circle];
-    let table = |api: &str, sql: &str, columns: &[(&str, ColumnKind)]| Table {
-        api_name: api.into(),
-        sql_name: sql.into(),
-        columns: columns
-            .iter()
-            .map(|(name, kind)| Column {
-                name: (*name).into(),
-                kind: *kind,
-            })
-            .collect(),
-        access: Some(std::array::from_fn(|_| roles.clone())),
-        debug_only: false,
-        system: false,
+    let table = |api: &str, sql: &str, columns: &[(&str, ColumnKind)]| {
+        Table::granted(api, sql, columns, &roles)
     };
     let mut s = SchemaCache::new();
     s.insert(table(

@@ -8,7 +8,7 @@
 
 use apijet_core::{Method, Role, Visitor};
 use apijet_plan::read::{Dependencies, MemberPlan, PlanCache, ReadInputs, ReadPlan, ShapeKey};
-use apijet_plan::schema::{Column, ColumnKind, SchemaCache, Table};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
 use apijet_plan::PlanOptions;
@@ -22,39 +22,23 @@ fn schema() -> SchemaCache {
     use ColumnKind::*;
     let roles = vec![Role::Unknown, Role::Login, Role::Owner];
     let mut s = SchemaCache::new();
-    s.insert(Table {
-        api_name: "User".into(),
-        sql_name: "apijson_user".into(),
-        columns: [("id", Int), ("name", Text)]
-            .iter()
-            .map(|(name, kind)| Column {
-                name: (*name).into(),
-                kind: *kind,
-            })
-            .collect(),
-        access: Some(std::array::from_fn(|_| roles.clone())),
-        debug_only: false,
-        system: false,
-    });
-    s.insert(Table {
-        api_name: "Moment".into(),
-        sql_name: "Moment".into(),
-        columns: [
+    s.insert(Table::granted(
+        "User",
+        "apijson_user",
+        &[("id", Int), ("name", Text)],
+        &roles,
+    ));
+    s.insert(Table::granted(
+        "Moment",
+        "Moment",
+        &[
             ("id", Int),
             ("userId", Int),
             ("content", Text),
             ("date", Timestamp),
-        ]
-        .iter()
-        .map(|(name, kind)| Column {
-            name: (*name).into(),
-            kind: *kind,
-        })
-        .collect(),
-        access: Some(std::array::from_fn(|_| roles.clone())),
-        debug_only: false,
-        system: false,
-    });
+        ],
+        &roles,
+    ));
     s
 }
 

@@ -4,26 +4,15 @@
 
 use crate::gate::{uses, Use};
 use crate::query::Select;
-use crate::schema::{Column, ColumnKind, SchemaCache, Table};
+use crate::schema::{ColumnKind, SchemaCache, Table};
 use crate::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan};
 use apijet_core::{Method, Role, Visitor};
 use apijet_request::{Node, Request, TableEntry};
 
 pub(super) fn schema() -> SchemaCache {
     let roles = vec![Role::Unknown, Role::Login, Role::Owner, Role::Circle];
-    let table = |api: &str, sql: &str, columns: &[(&str, ColumnKind)]| Table {
-        api_name: api.into(),
-        sql_name: sql.into(),
-        columns: columns
-            .iter()
-            .map(|(name, kind)| Column {
-                name: (*name).into(),
-                kind: *kind,
-            })
-            .collect(),
-        access: Some(std::array::from_fn(|_| roles.clone())),
-        debug_only: false,
-        system: false,
+    let table = |api: &str, sql: &str, columns: &[(&str, ColumnKind)]| {
+        Table::granted(api, sql, columns, &roles)
     };
     let mut s = SchemaCache::new();
     s.insert(table(

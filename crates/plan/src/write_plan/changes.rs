@@ -74,7 +74,7 @@ pub(super) fn changes(steps: &[WriteStep], schema: &SchemaCache) -> Vec<String> 
 
 #[cfg(test)]
 mod tests {
-    use crate::schema::{Column, ColumnKind, SchemaCache, Table};
+    use crate::schema::{ColumnKind, SchemaCache, Table};
     use crate::write_plan::{WriteInputs, WritePlan};
     use crate::PlanOptions;
     use apijet_core::{Method, Role};
@@ -85,26 +85,18 @@ mod tests {
         let roles = vec![Role::Unknown, Role::Login, Role::Owner, Role::Admin];
         let mut s = SchemaCache::new();
         for (api, sql) in [("Moment", "Moment"), ("Comment", "apijson_comment")] {
-            s.insert(Table {
-                api_name: api.into(),
-                sql_name: sql.into(),
-                columns: [
+            s.insert(Table::granted(
+                api,
+                sql,
+                &[
                     ("id", ColumnKind::Int),
                     ("userId", ColumnKind::Int),
                     ("momentId", ColumnKind::Int),
                     ("toId", ColumnKind::Int),
                     ("content", ColumnKind::Text),
-                ]
-                .iter()
-                .map(|(name, kind)| Column {
-                    name: (*name).into(),
-                    kind: *kind,
-                })
-                .collect(),
-                access: Some(std::array::from_fn(|_| roles.clone())),
-                debug_only: false,
-                system: false,
-            });
+                ],
+                &roles,
+            ));
         }
         s
     }
