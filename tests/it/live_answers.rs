@@ -4,7 +4,9 @@
 //! again; `Last-Event-ID`, patches, heartbeats, limits, the end of a login and shutdown.
 
 use crate::support::events::{Events, NotStarted};
-use crate::support::{ada, code, demo_databases, post, skip, Client, Engine, Server};
+use crate::support::{
+    ada, code, demo_databases, post, put_moment_content, skip, Client, Engine, Server,
+};
 use apijet_testkit::json_patch::apply;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -69,12 +71,7 @@ fn a_write_through_the_same_instance_reaches_the_subscriber_within_one_interval_
         );
         let mut c = ada(&s);
         let text = format!("live on {engine}");
-        let r = post(
-            &mut c,
-            "/put",
-            &json!({"Moment": {"id": id, "content": text}, "tag": "Moment"}),
-        );
-        assert_eq!(code(&r), 200, "{engine}: {r}");
+        put_moment_content(&mut c, id, &text);
         let got = within_one_interval(&mut events, Instant::now(), engine.name());
         assert_eq!(got["Moment"]["content"], text, "{engine}: {got}");
         assert_eq!(content(got), content(s.post("/get", &req)), "{engine}");
@@ -111,12 +108,7 @@ fn a_write_through_another_instance_reaches_the_subscriber_on_postgres() {
     let mut events = Events::start(&a.client(), "/subscribe", Some(&req));
     events.next(WAIT).expect("the first answer");
     let mut c = ada(&b);
-    let r = post(
-        &mut c,
-        "/put",
-        &json!({"Moment": {"id": id, "content": "written through b"}, "tag": "Moment"}),
-    );
-    assert_eq!(code(&r), 200, "{r}");
+    put_moment_content(&mut c, id, "written through b");
     let got = within_one_interval(&mut events, Instant::now(), "through another instance");
     assert_eq!(got["Moment"]["content"], "written through b", "{got}");
 }
@@ -203,12 +195,7 @@ fn identical_subscriptions_share_one_result_and_unchanged_answers_are_not_sent()
         "three identical subscriptions are one result"
     );
     let mut c = ada(&s);
-    let r = post(
-        &mut c,
-        "/put",
-        &json!({"Moment": {"id": id, "content": "seen by three"}, "tag": "Moment"}),
-    );
-    assert_eq!(code(&r), 200, "{r}");
+    put_moment_content(&mut c, id, "seen by three");
     let ids: Vec<Option<String>> = same
         .iter_mut()
         .map(|e| e.next(WAIT).expect("the new answer").id)
@@ -219,12 +206,7 @@ fn identical_subscriptions_share_one_result_and_unchanged_answers_are_not_sent()
     );
     // The write touched Moment, which the other subscription does not read: nothing for it;
     // and another write to Moment that leaves this answer as it is sends nothing either.
-    let r = post(
-        &mut c,
-        "/put",
-        &json!({"Moment": {"id": id, "content": "seen by three"}, "tag": "Moment"}),
-    );
-    assert_eq!(code(&r), 200, "{r}");
+    put_moment_content(&mut c, id, "seen by three");
     let quiet = Duration::from_millis(3 * INTERVAL_MS);
     assert!(
         same[0].next(quiet).is_none(),
@@ -295,12 +277,7 @@ fn last_event_id_skips_the_answer_the_client_has_and_heartbeats_keep_the_stream(
         "no answer the client has: a heartbeat instead ({e:?})"
     );
     let mut c = ada(&s);
-    let r = post(
-        &mut c,
-        "/put",
-        &json!({"Moment": {"id": id, "content": "after reconnecting"}, "tag": "Moment"}),
-    );
-    assert_eq!(code(&r), 200, "{r}");
+    put_moment_content(&mut c, id, "after reconnecting");
     let got = within_one_interval(&mut again, Instant::now(), "after reconnecting");
     assert_eq!(got["Moment"]["content"], "after reconnecting");
 }
@@ -313,12 +290,7 @@ fn patches_turn_the_previous_answer_into_the_new_one() {
     let mut doc = events.next(WAIT).expect("first").json();
     let mut c = ada(&s);
     for (i, text) in ["patched once", "patched twice"].iter().enumerate() {
-        let r = post(
-            &mut c,
-            "/put",
-            &json!({"Moment": {"id": id, "content": text}, "tag": "Moment"}),
-        );
-        assert_eq!(code(&r), 200, "{r}");
+        put_moment_content(&mut c, id, text);
         let e = events.next(WAIT).expect("a patch");
         assert_eq!(e.kind, "patch", "{e:?}");
         apply(&mut doc, e.json().as_array().expect("a patch is a list"));

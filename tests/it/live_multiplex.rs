@@ -3,7 +3,7 @@
 //! shape nothing is sent that did not change, and what changed equals the GET.
 
 use crate::support::events::Events;
-use crate::support::{ada, code, demo_databases, post, Server};
+use crate::support::{ada, code, demo_databases, post, put_moment_content, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -144,12 +144,7 @@ fn read_together_as_their_gets(s: &Server) {
     // A change to one moment (Ada's) and one comment reaches exactly the subscriptions whose
     // GET now answers differently, with that answer.
     let mine = adas;
-    let r = post(
-        &mut admin,
-        "/put",
-        &json!({"Moment": {"id": mine, "content": "read together"}, "tag": "Moment"}),
-    );
-    assert_eq!(code(&r), 200, "{r}");
+    put_moment_content(&mut admin, mine, "read together");
     let r = post(
         &mut admin,
         "/post",

@@ -126,6 +126,17 @@ pub fn post(c: &mut Client, path: &str, body: &Value) -> Value {
         .expect("json")
 }
 
+/// Sets a Moment's content through `PUT` as the client's visitor (who owns it); the write
+/// must succeed.
+pub fn put_moment_content(c: &mut Client, id: i64, content: &str) {
+    let r = post(
+        c,
+        "/put",
+        &serde_json::json!({"Moment": {"id": id, "content": content}, "tag": "Moment"}),
+    );
+    assert_eq!(code(&r), 200, "PUT Moment {id}: {r}");
+}
+
 /// A new verification code of `kind` (0 login, 1 register, 2 password, 3 pay password) for
 /// `phone` from `/post/verify`: four digits, as the reference's.
 pub fn verify_code(c: &mut Client, kind: i64, phone: &str) -> String {
