@@ -113,6 +113,42 @@ pub async fn fill(
     Ok(())
 }
 
+/// What follows `CREATE TABLE name (…)` on `engine`: MariaDB's storage engine and character set.
+pub fn table_options(engine: Engine) -> &'static str {
+    if engine == Engine::Mariadb {
+        " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+    } else {
+        ""
+    }
+}
+
+/// Fills the created `table` with `rows` rows of `INSERT … SELECT {select} FROM` a series `g`
+/// (chunks of 100,000, with a progress bar), runs `index`, refreshes the statistics and
+/// registers the table in `Access` as `alias` (row `access_id`).
+#[allow(clippy::too_many_arguments)]
+pub async fn fill_table(
+    conn: &mut DbConn,
+    engine: Engine,
+    table: &str,
+    rows: u64,
+    select: &str,
+    index: &str,
+    access_id: i64,
+    alias: &str,
+) -> Result<(), String> {
+    let label = format!("{} {table}", engine.name());
+    fill(conn, &label, rows, 100_000, |from, to| {
+        format!(
+            "INSERT INTO {table} SELECT {select} FROM {}",
+            series(engine, from, to)
+        )
+    })
+    .await?;
+    conn.batch(index).await?;
+    analyze(conn, engine, table).await?;
+    register(conn, engine, access_id, table, alias).await
+}
+
 /// Column types per engine.
 pub fn ty(engine: Engine, t: &str) -> String {
     match (engine, t) {

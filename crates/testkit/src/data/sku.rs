@@ -5,7 +5,7 @@
 //! replaced by the L-digit zero-padded decimal `g`: computable the same way in SQL (every
 //! engine) and in Rust, so the bench can draw random existing keys without reading them back.
 
-use super::{analyze, fill, register, series, ty};
+use super::{fill_table, table_options, ty};
 use crate::engine::{DbConn, Engine};
 
 /// The uuid shape: the `x` places carry the key digits, then filler.
@@ -94,11 +94,7 @@ pub async fn generate(conn: &mut DbConn, engine: Engine, rows: u64) -> Result<()
         v32 = t("varchar(32)"),
         v16 = t("varchar(16)"),
         v8 = t("varchar(8)"),
-        opts = if engine == Engine::Mariadb {
-            " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-        } else {
-            ""
-        },
+        opts = table_options(engine),
     ))
     .await?;
     let c = |parts: &[&str]| engine.concat(parts);
@@ -112,18 +108,17 @@ pub async fn generate(conn: &mut DbConn, engine: Engine, rows: u64) -> Result<()
         size = c(&["'S'", "g % 5"]),
         unit = c(&["'unit-'", "g % 4"]),
     );
-    let label = format!("{} purch_sku_master", engine.name());
-    fill(conn, &label, rows, 100_000, |from, to| {
-        format!(
-            "INSERT INTO purch_sku_master SELECT {select} FROM {}",
-            series(engine, from, to)
-        )
-    })
-    .await?;
-    conn.batch("CREATE UNIQUE INDEX purch_sku_master_sku_id ON purch_sku_master (sku_id)")
-        .await?;
-    analyze(conn, engine, "purch_sku_master").await?;
-    register(conn, engine, 1001, "purch_sku_master", "PurchSkuMaster").await
+    fill_table(
+        conn,
+        engine,
+        "purch_sku_master",
+        rows,
+        &select,
+        "CREATE UNIQUE INDEX purch_sku_master_sku_id ON purch_sku_master (sku_id)",
+        1001,
+        "PurchSkuMaster",
+    )
+    .await
 }
 
 #[cfg(test)]

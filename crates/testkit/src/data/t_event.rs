@@ -3,7 +3,7 @@
 //! cover 55 % of the rows), `x_result` tinyint, `x_credit`, `x_create_time` and six varchar
 //! columns. API name `TEvent`.
 
-use super::{analyze, datetime, fill, register, series, ty};
+use super::{datetime, fill_table, table_options, ty};
 use crate::engine::{DbConn, Engine};
 
 /// The columns the list scenario asks for.
@@ -31,11 +31,7 @@ pub async fn generate(conn: &mut DbConn, engine: Engine, rows: u64) -> Result<()
         v16 = t("varchar(16)"),
         v32 = t("varchar(32)"),
         v64 = t("varchar(64)"),
-        opts = if engine == Engine::Mariadb {
-            " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-        } else {
-            ""
-        },
+        opts = table_options(engine),
     ))
     .await?;
     let c = |parts: &[&str]| engine.concat(parts);
@@ -59,18 +55,17 @@ pub async fn generate(conn: &mut DbConn, engine: Engine, rows: u64) -> Result<()
         dev = c(&["'device-'", "g % 1000"]),
         memo = c(&["'memo '", "g"]),
     );
-    let label = format!("{} t_event", engine.name());
-    fill(conn, &label, rows, 100_000, |from, to| {
-        format!(
-            "INSERT INTO t_event SELECT {select} FROM {}",
-            series(engine, from, to)
-        )
-    })
-    .await?;
-    conn.batch("CREATE INDEX t_event_x_xid ON t_event (x_xid)")
-        .await?;
-    analyze(conn, engine, "t_event").await?;
-    register(conn, engine, 1000, "t_event", "TEvent").await
+    fill_table(
+        conn,
+        engine,
+        "t_event",
+        rows,
+        &select,
+        "CREATE INDEX t_event_x_xid ON t_event (x_xid)",
+        1000,
+        "TEvent",
+    )
+    .await
 }
 
 /// The SELECT the baselines run for the same rows apijet lists.
