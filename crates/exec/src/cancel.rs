@@ -11,8 +11,9 @@
 //!   statement runs cancels it in the database (a cancel request, `KILL QUERY` from another
 //!   connection) and keeps the connection out of the pool until then, so a late cancel can
 //!   never hit the next request's statement.
-//! - SQLite statements run on the thread and nothing can drop them midway, so their progress
-//!   handler asks [`Watch::stop`] every few thousand VM steps and interrupts the statement.
+//! - SQLite statements run as jobs on blocking threads; the future that waits for a job's rows
+//!   runs a watchdog beside it, which interrupts the statement (`sqlite3_interrupt`) when
+//!   [`Watch::stop`] says so, and so does dropping that future.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -124,6 +125,11 @@ impl Watch {
             Some(gone) if gone() => Some(Stop::ClientGone),
             _ => None,
         }
+    }
+
+    /// Whether the client can be asked if it is still there (else only a dropped future tells).
+    pub fn has_client_probe(&self) -> bool {
+        self.gone.is_some()
     }
 
     /// Whether anything can stop a statement early (else a statement needs no watching).

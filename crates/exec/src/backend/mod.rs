@@ -4,7 +4,11 @@ mod mysql;
 mod postgres;
 mod sqlite;
 mod sqlite_cells;
+mod sqlite_errors;
 mod sqlite_functions;
+mod sqlite_jobs;
+#[cfg(test)]
+mod sqlite_tests;
 mod target;
 
 pub use mysql::{MySqlBackend, MySqlTx};
@@ -128,7 +132,8 @@ impl Backend {
         Ok(match url {
             DbUrl::Sqlite(path) => Backend::Sqlite(
                 SqliteBackend::open(path, create_sqlite)?
-                    .with_timeout(std::time::Duration::from_millis(statement_timeout_ms)),
+                    .with_timeout(std::time::Duration::from_millis(statement_timeout_ms))
+                    .with_threads(pool_size),
             ),
             DbUrl::Postgres(u) => Backend::Postgres(
                 PgBackend::connect(u, pool_size, statement_timeout_ms, role).await?,
