@@ -1,12 +1,13 @@
 //! apijet: an APIJSON server. See README.md.
 
 mod accounts;
-mod anonymous;
 mod app;
+mod client;
 mod config;
 mod console;
 mod crud;
 mod http;
+mod ledger;
 mod live;
 mod metrics;
 mod observe;

@@ -1,9 +1,12 @@
 //! The request entry: one APIJSON call, stage after stage (request → plan → exec → response):
 //! the body parsed and merged with the tag and the URL parameters, the login checks, the
 //! `Request` structures of private methods, then the write, the `/crud` parts or the read,
-//! under the request's watch (anonymous visitors' limits and timeout) and the slow-request log.
+//! each admitted by the ledger (`crate::ledger`) and run under the request's watch (the
+//! anonymous visitors' timeout) and the slow-request log.
 
 use super::AppState;
+use crate::client::ClientKey;
+use crate::ledger::{Client, Kind};
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
 use apijet_core::{Method, Visitor};
@@ -26,8 +29,8 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// Who is calling.
     pub visitor: Option<Visitor>,
-    /// The client's address (anonymous reads are counted by it).
-    pub peer: Option<std::net::IpAddr>,
+    /// Who the client is (the ledger counts its work by it).
+    pub client: Option<ClientKey>,
 }
 
 impl AppState {
@@ -37,7 +40,8 @@ impl AppState {
         let (method, body) = (call.method, call.body);
         let mut watch = apijet_exec::cancel::current();
         if call.visitor.is_none() {
-            watch = watch.with_timeout(self.anonymous.timeout, "anonymous_statement_timeout_ms");
+            let timeout = self.ledger.budgets().anonymous_timeout;
+            watch = watch.with_timeout(timeout, "anonymous_statement_timeout_ms");
         }
         // Boxed: the future of a call is moved through every layer of the HTTP stack, and
         // moving it costs what it weighs.
@@ -82,10 +86,21 @@ impl AppState {
         }
         let pipeline = &self.pipeline;
         let snapshot = pipeline.snapshot();
+        let client = Client {
+            key: call.client,
+            logged_in: visitor.is_some(),
+        };
+        // Held until the work is done: by this call, or by the task of a streamed answer.
+        let admit = |kind| {
+            self.ledger
+                .admit(client, kind)
+                .map_err(|refused| ApiError::TooManyRequests(refused.message))
+        };
         let map = match method {
             Method::Get | Method::Head => map,
             Method::Gets | Method::Heads => pipeline.verify(method, map, &snapshot)?,
             Method::Post | Method::Put | Method::Delete => {
+                let _work = admit(Kind::Write)?;
                 let verified = verify(method, map, &snapshot.rules)?;
                 let req = Request::from_map(verified.request)?;
                 let plan = pipeline.plan_write(
@@ -102,18 +117,14 @@ impl AppState {
                 let results = pipeline.write(&plan, visitor, &snapshot).await?;
                 return Ok(Answer::Json(success(results, req.format)));
             }
-            Method::Crud => return crate::crud::crud(pipeline, map, visitor, &snapshot).await,
+            Method::Crud => {
+                let _work = admit(Kind::CrudPart)?;
+                return crate::crud::crud(pipeline, map, visitor, &snapshot).await;
+            }
         };
-        // Held until the answer is complete, by the task of a streamed one.
-        let permit = match (visitor, call.peer) {
-            (None, Some(addr)) => self
-                .anonymous
-                .admit(addr)
-                .map_err(ApiError::TooManyRequests)?,
-            _ => None,
-        };
+        let work = admit(Kind::Read)?;
         pipeline
-            .read(map, method, visitor, snapshot, permit, facts)
+            .read(map, method, visitor, snapshot, Some(work), facts)
             .await
     }
 }

@@ -2,15 +2,15 @@
 //!
 //! The state holds the [`Pipeline`] (the database, its snapshot, the plan options, the
 //! counters) and the features around it, each with what it needs: the account endpoints, the
-//! sessions, the limits of anonymous visitors. Features depend on the pipeline, never on the
+//! sessions, the ledger of the work visitors have under way. Features depend on the pipeline, never on the
 //! state, so every dependency points one way: HTTP edge → state → features → pipeline.
 
 pub mod entry;
 
 use crate::accounts::session::Sessions;
 use crate::accounts::Accounts;
-use crate::anonymous::AnonymousReads;
 use crate::config::Config;
+use crate::ledger::{Budgets, Ledger};
 use crate::live::{Live, LiveSettings};
 use crate::pipeline::Pipeline;
 use std::sync::Arc;
@@ -28,8 +28,8 @@ pub struct AppState {
     pub admins: Vec<i64>,
     /// Requests slower than this are logged with their request.
     slow: Option<Duration>,
-    /// What visitors who are not logged in may cost at once.
-    anonymous: Arc<AnonymousReads>,
+    /// The work visitors have under way, against their budgets.
+    pub ledger: Arc<Ledger>,
     /// Live answers (`/subscribe`).
     pub live: Arc<Live>,
 }
@@ -40,21 +40,29 @@ impl AppState {
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
         let pipeline = Arc::new(Pipeline::start(cfg).await?);
         let sessions = Arc::new(Sessions::new(cfg)?);
+        let ledger = Ledger::new(Budgets {
+            anonymous_reads_per_address: cfg.anonymous_reads_per_address,
+            logins_per_client: cfg.logins_per_client,
+            work_per_instance: cfg.work_per_instance,
+            anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+        });
         let live = Arc::new(Live::new(
             LiveSettings::of(cfg, pipeline.backend.engine()),
             Arc::clone(&pipeline),
         ));
         Ok(AppState {
             live,
-            accounts: Accounts::new(cfg, Arc::clone(&pipeline), Arc::clone(&sessions)),
+            accounts: Accounts::new(
+                cfg,
+                Arc::clone(&pipeline),
+                Arc::clone(&sessions),
+                Arc::clone(&ledger),
+            ),
             pipeline,
             sessions,
             admins: cfg.admins.clone(),
             slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-            anonymous: AnonymousReads::new(
-                cfg.anonymous_reads_per_address,
-                Duration::from_millis(cfg.anonymous_statement_timeout_ms),
-            ),
+            ledger,
         })
     }
 

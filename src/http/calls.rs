@@ -56,7 +56,7 @@ async fn answer_call(
         query,
         body,
         visitor: s.sessions.visitor(headers),
-        peer: accept::peer(),
+        client: accept::client(),
     };
     let mut facts = Facts::default();
     let answer = s.answer(call, &mut facts).await;
@@ -98,7 +98,7 @@ pub async fn call_in_url(
         query: &q,
         body: json.as_bytes(),
         visitor,
-        peer: accept::peer(),
+        client: accept::client(),
     };
     let mut facts = Facts::default();
     let answer = s.answer(call, &mut facts).await;
@@ -173,7 +173,7 @@ pub async fn router_call(
                 query: &routed.query,
                 body: &routed.body,
                 visitor,
-                peer: accept::peer(),
+                client: accept::client(),
             };
             s.answer(call, &mut facts).await
         }

@@ -10,6 +10,7 @@ mod compress;
 mod cors;
 mod middleware;
 mod ops;
+mod proxy_protocol;
 mod reply;
 mod routes;
 mod serve;

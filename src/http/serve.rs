@@ -47,6 +47,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
         probe_clients: state.pipeline.backend.engine() == apijet_core::Engine::Sqlite,
+        trusted_proxies: Arc::new(crate::client::TrustedProxies::parse(&cfg.trusted_proxies)?),
     };
     let edge = Arc::new(Edge {
         metrics: Arc::clone(&state.pipeline.metrics),

@@ -135,9 +135,9 @@ async fn subscribe(
         Ok(p) => p,
         Err(e) => return json_response(&s.pipeline.failure(&e)),
     };
-    let holder = match (&visitor, accept::peer()) {
+    let holder = match (&visitor, accept::client()) {
         (Some(v), _) => Holder::User(v.id),
-        (None, Some(addr)) => Holder::Address(addr),
+        (None, Some(client)) => Holder::Address(client.ip()),
         (None, None) => Holder::Unknown,
     };
     let last_event_id = headers

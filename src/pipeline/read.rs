@@ -25,7 +25,7 @@ impl Pipeline {
         method: Method,
         visitor: Option<&Visitor>,
         snapshot: Arc<Snapshot>,
-        permit: Option<crate::anonymous::ReadPermit>,
+        permit: Option<crate::ledger::Admitted>,
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
         let planning = std::time::Instant::now();
@@ -141,7 +141,7 @@ impl Pipeline {
         values: Vec<Json>,
         reader: Arc<apijet_exec::Backend>,
         visitor: Option<Visitor>,
-        permit: Option<crate::anonymous::ReadPermit>,
+        permit: Option<crate::ledger::Admitted>,
     ) -> Answer {
         let (tx, rx) = mpsc::channel(STREAM_CHANNEL);
         let state = Arc::clone(self);
