@@ -96,6 +96,10 @@ fn plan_options(cfg: &Config, engine: Engine) -> PlanOptions {
         procedures: Arc::new(cfg.procedures.clone()),
         served: served_names(engine, &cfg.db),
         sort_unordered_groups: engine != Engine::MySql,
+        plan_cache: apijet_plan::read::CacheBudget {
+            bytes: cfg.plan_cache_bytes,
+            key_bytes: cfg.plan_cache_key_bytes,
+        },
         ..PlanOptions::default()
     }
 }

@@ -75,6 +75,9 @@ pub struct PlanOptions {
     pub sort_unordered_groups: bool,
     /// The database and schema names `@database` and `@schema` may give.
     pub served: keywords::Served,
+    /// What the read plans kept by shape may hold (`plan_cache_bytes`,
+    /// `plan_cache_key_bytes`).
+    pub plan_cache: read::CacheBudget,
 }
 
 /// Bounds on what a client may write inside values: checked before anything is parsed, so a
@@ -136,6 +139,7 @@ impl Default for PlanOptions {
                 databases: vec!["SQLITE".into()],
                 schemas: vec!["main".into()],
             },
+            plan_cache: read::CacheBudget::default(),
         }
     }
 }

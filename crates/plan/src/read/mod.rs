@@ -25,7 +25,7 @@ mod refs;
 
 pub use arrays::{ArrayPlan, CarriedPlan};
 pub use batch::{BatchKind, BatchPlan, Link};
-pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
+pub use cache::{entry_bytes, CacheBudget, PlanCache, ShapeKey};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
 pub use refs::{list_key, percent_decode, References};
