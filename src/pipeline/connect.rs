@@ -29,6 +29,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
     // A value the answer could never hold, the engine need not make; what a request may
     // store stays storable.
     backend.set_max_value_bytes(cfg.max_answer_bytes.max(cfg.max_body_bytes) + 1024);
+    backend.set_statement_cache_bytes(cfg.statement_cache_bytes);
     let replicas = connect_replicas(cfg, &backend).await?;
     if seed {
         backend
@@ -115,7 +116,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
                 "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
             ));
         }
-        let replica = Backend::connect(
+        let mut replica = Backend::connect(
             &url,
             cfg.pool_size,
             cfg.statement_timeout_ms,
@@ -125,6 +126,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
         .await
         // The error names the replica's host, database and user (not its password).
         .map_err(|e| format!("read replica (setting read_replicas): {e}"))?;
+        replica.set_statement_cache_bytes(cfg.statement_cache_bytes);
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)

@@ -21,6 +21,10 @@ use crate::ExecError;
 use apijet_core::Engine;
 use apijet_sql::{Dialect, Statement};
 
+/// Prepared statements each database connection keeps (the least recently used are closed
+/// first); with `statement_cache_bytes` it bounds what a connection keeps prepared.
+pub const STATEMENTS_KEPT: usize = 256;
+
 /// A connection pool to one database.
 pub enum Backend {
     /// Embedded SQLite.
@@ -149,6 +153,17 @@ impl Backend {
     pub fn set_max_value_bytes(&mut self, bytes: usize) {
         if let Backend::Sqlite(b) = self {
             b.set_max_value_bytes(bytes);
+        }
+    }
+
+    /// Keeps prepared, per connection, at most [`STATEMENTS_KEPT`] statements of at most
+    /// `bytes` / [`STATEMENTS_KEPT`] bytes of text each (`statement_cache_bytes`); longer ones
+    /// are closed after their run.
+    pub fn set_statement_cache_bytes(&mut self, bytes: usize) {
+        match self {
+            Backend::Sqlite(b) => b.set_statement_cache_bytes(bytes),
+            Backend::Postgres(b) => b.set_statement_cache_bytes(bytes),
+            Backend::MySql(b) => b.set_statement_cache_bytes(bytes),
         }
     }
 

@@ -5,14 +5,14 @@
 //! `timestamp`, so one bound value works against any column type. Rows arrive in binary
 //! format and are decoded straight into [`Cell`]s.
 
-use super::DbRole;
+use super::{DbRole, STATEMENTS_KEPT};
 use crate::cell::{recycle, Cell};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
 use apijet_sql::Statement;
 use bytes::BytesMut;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
 use futures_util::{pin_mut, StreamExt};
 use postgres_types::{Format, IsNull, ToSql, Type};
 use std::error::Error;
@@ -20,12 +20,19 @@ use tokio_postgres::NoTls;
 
 mod cells;
 mod listen;
+mod statements;
 
 use cells::{PgKind, RawValue};
+use statements::{Object, PgManager, Pool};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// A pool of PostgreSQL connections.
 pub struct PgBackend {
     pool: Pool,
+    /// The longest statement text a connection keeps prepared
+    /// (`statement_cache_bytes` / [`STATEMENTS_KEPT`]).
+    kept_text: Arc<AtomicUsize>,
     /// How its connections are made, for a connection of its own ([`PgBackend::listen`]).
     config: tokio_postgres::Config,
 }
@@ -71,7 +78,7 @@ impl PgBackend {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(mgr)
+        let pool = Pool::builder(PgManager(mgr))
             .max_size(pool_size)
             .build()
             .map_err(|e| ExecError::Connect(e.to_string()))?;
@@ -94,7 +101,22 @@ impl PgBackend {
             }
         }
         drop(client);
-        Ok(PgBackend { pool, config })
+        Ok(PgBackend {
+            pool,
+            config,
+            kept_text: Arc::new(AtomicUsize::new(usize::MAX)),
+        })
+    }
+
+    /// Keeps prepared only statements of at most `bytes` / [`STATEMENTS_KEPT`] bytes of
+    /// text, at most [`STATEMENTS_KEPT`] per connection (`statement_cache_bytes`).
+    pub fn set_statement_cache_bytes(&self, bytes: usize) {
+        self.kept_text
+            .store(bytes / STATEMENTS_KEPT, Ordering::Relaxed);
+    }
+
+    fn longest_kept(&self) -> usize {
+        self.kept_text.load(Ordering::Relaxed)
     }
 
     /// Connections lent out and requests waiting for one.
@@ -116,7 +138,7 @@ impl PgBackend {
             .map_err(|e| ExecError::Connect(e.to_string()))?;
         let running = Running(Some(client));
         let result = match &running.0 {
-            Some(client) => fetch_on(client, stmt, sink).await,
+            Some(client) => fetch_on(client, self.longest_kept(), stmt, sink).await,
             None => Err(ExecError::Connect("no connection".into())),
         };
         if statement_ended(&result) {
@@ -136,6 +158,7 @@ impl PgBackend {
         Ok(PgTx {
             client: Some(client),
             running: false,
+            longest_kept: self.longest_kept(),
         })
     }
 
@@ -171,11 +194,15 @@ fn cause(e: &dyn std::error::Error) -> String {
 
 /// Runs a statement on `client`, feeding every row to `sink`.
 async fn fetch_on<S: RowSink>(
-    client: &deadpool_postgres::Object,
+    client: &Object,
+    longest_kept: usize,
     stmt: &Statement,
     sink: &mut S,
 ) -> Result<u64, ExecError> {
-    let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+    let prepared = client
+        .prepare_kept(&stmt.sql, longest_kept)
+        .await
+        .map_err(db_error)?;
     let kinds: Vec<PgKind> = prepared
         .columns()
         .iter()
@@ -218,7 +245,7 @@ async fn fetch_on<S: RowSink>(
 /// A pooled connection with a statement under way (see [`crate::cancel`]). Dropped before
 /// [`Running::ended`] (its request was dropped, its deadline passed, its sink stopped
 /// reading), the statement may still run: it is cancelled.
-struct Running(Option<deadpool_postgres::Object>);
+struct Running(Option<Object>);
 
 impl Running {
     /// The statement is over: the connection goes back to the pool as it is.
@@ -245,9 +272,9 @@ fn statement_ended(result: &Result<u64, ExecError>) -> bool {
 /// query (see [`crate::cancel::CANCEL_WAITS`]), then closes it. It leaves the pool at once, so
 /// a cancel, which the server applies to whatever runs when it arrives, cannot land on another
 /// request's statement. Closing also rolls back an open transaction.
-fn cancel(client: deadpool_postgres::Object) {
+fn cancel(client: Object) {
     let token = client.cancel_token();
-    let detached = deadpool_postgres::Object::take(client);
+    let detached = Object::take(client);
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -272,13 +299,15 @@ fn cancel(client: deadpool_postgres::Object) {
 /// before its connection goes back to the pool; dropped while a statement runs, the statement
 /// is cancelled and the connection closed (which rolls back too).
 pub struct PgTx {
-    client: Option<deadpool_postgres::Object>,
+    client: Option<Object>,
     /// A statement was started and has not ended.
     running: bool,
+    /// The longest statement text kept prepared.
+    longest_kept: usize,
 }
 
 impl PgTx {
-    fn client(&self) -> Result<&deadpool_postgres::Object, ExecError> {
+    fn client(&self) -> Result<&Object, ExecError> {
         self.client
             .as_ref()
             .ok_or(ExecError::Connect("the transaction is closed".into()))
@@ -288,7 +317,10 @@ impl PgTx {
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
         self.running = true;
         let client = self.client()?;
-        let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+        let prepared = client
+            .prepare_kept(&stmt.sql, self.longest_kept)
+            .await
+            .map_err(db_error)?;
         let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
         let result = client
             .execute_raw(&prepared, params.iter())
@@ -305,7 +337,7 @@ impl PgTx {
         sink: &mut S,
     ) -> Result<u64, ExecError> {
         self.running = true;
-        let result = fetch_on(self.client()?, stmt, sink).await;
+        let result = fetch_on(self.client()?, self.longest_kept, stmt, sink).await;
         self.running = !statement_ended(&result);
         result
     }

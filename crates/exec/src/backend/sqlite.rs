@@ -10,6 +10,7 @@
 use super::sqlite_cells::Decl;
 use super::sqlite_errors::{db_error, step_error};
 use super::sqlite_jobs::{Conn, Connections, Feed, Jobs, On, Output, TxConn};
+use super::STATEMENTS_KEPT;
 use crate::cancel::Watch;
 use crate::cell::Cell;
 use crate::sink::{ColumnNames, RowSink, SinkError};
@@ -24,9 +25,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Prepared statements kept per connection.
-pub const STATEMENTS_KEPT: usize = 256;
 
 /// A pool of SQLite connections to one file, and the threads its statements run on.
 pub struct SqliteBackend {
