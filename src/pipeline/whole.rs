@@ -42,7 +42,7 @@ impl Pipeline {
             let mut body = Vec::new();
             while let Some(chunk) = rx.recv().await {
                 match chunk {
-                    Chunk::Data(b) => body.extend_from_slice(&b),
+                    Chunk::Data(b) | Chunk::Cut(b) => body.extend_from_slice(&b),
                     Chunk::Fail(e) => return Err(e),
                     Chunk::Statements(_) => {}
                 }
