@@ -37,6 +37,15 @@ impl ClientKey {
     pub fn ip(self) -> IpAddr {
         self.0
     }
+
+    /// The key as a number: IPv4 as mapped into IPv6 (whose last 64 bits are never zero,
+    /// unlike an IPv6 key's), IPv6 as its /64.
+    pub fn id(self) -> u128 {
+        match self.0 {
+            IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped()),
+            IpAddr::V6(v6) => u128::from(v6),
+        }
+    }
 }
 
 impl std::fmt::Display for ClientKey {

@@ -466,7 +466,7 @@ impl Connection {
                 let clock = Arc::clone(&service_clock);
                 let call = tower::ServiceExt::oneshot(app.clone(), req.map(Body::new));
                 let call = CLIENT.scope(client, call);
-                let mut watch = apijet_exec::cancel::Watch::default();
+                let mut watch = apijet_exec::cancel::Watch::default().for_client(client.id());
                 if let Some(probe) = &probe {
                     watch = watch.with_client(Arc::clone(probe));
                 }

@@ -30,6 +30,9 @@ pub struct Watch {
     timeout: Option<(Duration, &'static str)>,
     /// Whether the client is gone; none when only a dropped future can tell.
     gone: Option<ClientProbe>,
+    /// The client the statements are for, which the database's slots are shared between
+    /// (`crate::fair`); none for the server's own work.
+    holder: crate::fair::Holder,
 }
 
 impl std::fmt::Debug for Watch {
@@ -37,6 +40,7 @@ impl std::fmt::Debug for Watch {
         f.debug_struct("Watch")
             .field("timeout", &self.timeout)
             .field("gone", &self.gone.is_some())
+            .field("holder", &self.holder)
             .finish()
     }
 }
@@ -104,6 +108,17 @@ impl Watch {
             Some(before) => Arc::new(move || before() || gone()),
         });
         self
+    }
+
+    /// This watch, for the statements of the client `key` (`crate::fair`).
+    pub fn for_client(mut self, key: u128) -> Watch {
+        self.holder = Some(key);
+        self
+    }
+
+    /// The client the statements are for.
+    pub fn holder(&self) -> crate::fair::Holder {
+        self.holder
     }
 
     /// The statement timeout of this request, with its setting.

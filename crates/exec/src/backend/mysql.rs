@@ -8,6 +8,7 @@
 
 use super::STATEMENTS_KEPT;
 use crate::cell::{recycle, Cell};
+use crate::fair::{FairSlots, Slot};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
@@ -37,6 +38,8 @@ pub struct MySqlBackend {
     pub mariadb: bool,
     /// The longest statement text a connection keeps prepared.
     kept_text: AtomicUsize,
+    /// The pool's connections, shared fairly between clients (`crate::fair`).
+    slots: Arc<FairSlots>,
 }
 
 /// Connections handed out and callers waiting for one, for `/metrics`.
@@ -120,6 +123,7 @@ impl MySqlBackend {
                 gauge: Arc::default(),
                 mariadb,
                 kept_text: AtomicUsize::new(usize::MAX),
+                slots: FairSlots::new(pool_size),
             });
         }
         Err(target.failures(&errors))
@@ -192,6 +196,11 @@ impl MySqlBackend {
         )
     }
 
+    /// The client's fair share of the pool (`crate::fair`).
+    async fn slot(&self) -> Slot {
+        self.slots.acquire(crate::cancel::current().holder()).await
+    }
+
     async fn conn(&self) -> Result<(mysql_async::Conn, usize, Counted), ExecError> {
         let waiting = Counted::new(&self.gauge, |g| &g.waiting);
         let (conn, host) = self.failover(Pool::get_conn).await?;
@@ -205,6 +214,7 @@ impl MySqlBackend {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
+        let _slot = self.slot().await;
         let (conn, host, in_use) = self.conn().await?;
         let mut running = Running {
             conn: Some((conn, in_use)),
@@ -222,12 +232,14 @@ impl MySqlBackend {
 
     /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
     pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
+        let slot = self.slot().await;
         let waiting = Counted::new(&self.gauge, |g| &g.waiting);
         let (tx, host) = self
             .failover(|p| p.start_transaction(mysql_async::TxOpts::default()))
             .await?;
         drop(waiting);
         Ok(MySqlTx {
+            _slot: slot,
             tx: Some(tx),
             running: false,
             longest_kept: self.longest_kept(),
@@ -450,6 +462,8 @@ impl Killer {
 /// An open transaction; mysql_async rolls it back if it is dropped unfinished. Dropped while a
 /// statement runs, its connection is killed (which rolls back too).
 pub struct MySqlTx {
+    /// Its share of the pool, held until it ends.
+    _slot: Slot,
     tx: Option<mysql_async::Transaction<'static>>,
     /// A statement was started and has not ended.
     running: bool,

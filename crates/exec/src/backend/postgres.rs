@@ -22,6 +22,7 @@ mod cells;
 mod listen;
 mod statements;
 
+use crate::fair::{FairSlots, Slot};
 use cells::{PgKind, RawValue};
 use statements::{Object, PgManager, Pool};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +31,8 @@ use std::sync::Arc;
 /// A pool of PostgreSQL connections.
 pub struct PgBackend {
     pool: Pool,
+    /// The pool's connections, shared fairly between clients (`crate::fair`).
+    slots: Arc<FairSlots>,
     /// The longest statement text a connection keeps prepared
     /// (`statement_cache_bytes` / [`STATEMENTS_KEPT`]).
     kept_text: Arc<AtomicUsize>,
@@ -103,6 +106,7 @@ impl PgBackend {
         drop(client);
         Ok(PgBackend {
             pool,
+            slots: FairSlots::new(pool_size),
             config,
             kept_text: Arc::new(AtomicUsize::new(usize::MAX)),
         })
@@ -125,17 +129,24 @@ impl PgBackend {
         ((s.size - s.available) as i64, s.waiting as i64)
     }
 
+    /// A pooled connection, once the client's fair share lets it have one.
+    async fn connection(&self) -> Result<(Slot, Object), ExecError> {
+        let slot = self.slots.acquire(crate::cancel::current().holder()).await;
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        Ok((slot, client))
+    }
+
     /// Runs a statement, feeding every row to `sink`.
     pub async fn fetch<S: RowSink>(
         &self,
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let (_slot, client) = self.connection().await?;
         let running = Running(Some(client));
         let result = match &running.0 {
             Some(client) => fetch_on(client, self.longest_kept(), stmt, sink).await,
@@ -149,13 +160,10 @@ impl PgBackend {
 
     /// Starts a transaction on a connection of its own.
     pub async fn begin(&self) -> Result<PgTx, ExecError> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let (slot, client) = self.connection().await?;
         client.batch_execute("BEGIN").await.map_err(db_error)?;
         Ok(PgTx {
+            _slot: slot,
             client: Some(client),
             running: false,
             longest_kept: self.longest_kept(),
@@ -299,6 +307,8 @@ fn cancel(client: Object) {
 /// before its connection goes back to the pool; dropped while a statement runs, the statement
 /// is cancelled and the connection closed (which rolls back too).
 pub struct PgTx {
+    /// Its share of the pool, held until it ends.
+    _slot: Slot,
     client: Option<Object>,
     /// A statement was started and has not ended.
     running: bool,

@@ -21,13 +21,14 @@
 use super::sqlite_cells::{cell, Decl};
 use crate::cancel::{Stop, Watch};
 use crate::cell::{recycle, Cell};
+use crate::fair::{FairSlots, Holder, Slot};
 use crate::sink::RowSink;
 use crate::ExecError;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, InterruptHandle};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedMutexGuard};
 
 /// Batches in flight from a job to its waiting future.
 const CHANNEL: usize = 2;
@@ -216,8 +217,9 @@ pub(super) struct Feed {
     fed: Fed,
     /// The output columns were handed over.
     told: bool,
-    slot: Option<OwnedSemaphorePermit>,
-    slots: Arc<Semaphore>,
+    slot: Option<Slot>,
+    slots: Arc<FairSlots>,
+    holder: Holder,
     runtime: tokio::runtime::Handle,
 }
 
@@ -255,8 +257,7 @@ impl Feed {
                 self.slot = None;
                 let sent = self.tx.blocking_send(fed).map_err(|e| Box::new(e.0));
                 if sent.is_ok() && !last {
-                    let slots = Arc::clone(&self.slots);
-                    self.slot = self.runtime.block_on(slots.acquire_owned()).ok();
+                    self.slot = Some(self.runtime.block_on(self.slots.acquire(self.holder)));
                 }
                 sent
             }
@@ -264,15 +265,16 @@ impl Feed {
     }
 }
 
-/// Threads that run statements, at most `threads` at once.
+/// Threads that run statements, at most `threads` at once, shared fairly between clients
+/// (`crate::fair`).
 pub(super) struct Jobs {
-    slots: Arc<Semaphore>,
+    slots: Arc<FairSlots>,
 }
 
 impl Jobs {
     pub(super) fn new(threads: usize) -> Jobs {
         Jobs {
-            slots: Arc::new(Semaphore::new(threads.max(1))),
+            slots: FairSlots::new(threads),
         }
     }
 
@@ -295,11 +297,9 @@ impl Jobs {
         let started = Instant::now();
         let stopper = Arc::new(Stopper::default());
         let waiting = watch.map(|_| Waiting(Arc::clone(&stopper)));
+        let holder = crate::cancel::current().holder();
         let job = async {
-            let slot = Arc::clone(&self.slots)
-                .acquire_owned()
-                .await
-                .map_err(|_| ExecError::Connect("the SQLite threads are stopped".into()))?;
+            let slot = self.slots.acquire(holder).await;
             let (rows_tx, rows_rx) = mpsc::channel(CHANNEL);
             let job = Job {
                 pool,
@@ -311,6 +311,7 @@ impl Jobs {
                     told: false,
                     slot: Some(slot),
                     slots: Arc::clone(&self.slots),
+                    holder,
                     runtime: tokio::runtime::Handle::current(),
                 },
             };
