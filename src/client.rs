@@ -273,6 +273,52 @@ mod tests {
         assert_eq!(t.client_address(ip("10.0.0.1"), &h), ip("10.0.0.1"));
     }
 
+    /// Random forwarding chains through trusted and untrusted hops: the client is always the
+    /// nearest hop that is no trusted proxy, and a peer that is not trusted is believed about
+    /// nothing; random IPv6 addresses share a key exactly when they share their /64.
+    #[test]
+    fn random_chains_name_the_nearest_untrusted_hop_and_keys_follow_the_64() {
+        let mut rng = apijet_testkit::rng::Rng::new(25);
+        let t = TrustedProxies::parse(&["10.0.0.0/8".into(), "fd00::/8".into()]).expect("parse");
+        let hop = |rng: &mut apijet_testkit::rng::Rng| -> IpAddr {
+            let n = rng.next_u64();
+            match rng.below(4) {
+                0 => IpAddr::from([10, (n >> 8) as u8, (n >> 16) as u8, n as u8]),
+                1 => IpAddr::from(Ipv6Addr::from((0xfd00u128 << 112) | u128::from(n))),
+                2 => IpAddr::from([203, 0, (n >> 8) as u8, n as u8]),
+                _ => IpAddr::from(Ipv6Addr::from((0x2001_0db8u128 << 96) | u128::from(n))),
+            }
+        };
+        for _ in 0..2000 {
+            let chain: Vec<IpAddr> = (0..rng.below(5)).map(|_| hop(&mut rng)).collect();
+            let peer = hop(&mut rng);
+            let text: Vec<String> = chain.iter().map(IpAddr::to_string).collect();
+            let h = headers(&[("x-forwarded-for", &text.join(", "))]);
+            let expected = if !t.trusts(peer) {
+                peer
+            } else {
+                chain
+                    .iter()
+                    .rev()
+                    .find(|a| !t.trusts(**a))
+                    .or(chain.first())
+                    .copied()
+                    .unwrap_or(peer)
+            };
+            assert_eq!(t.client_address(peer, &h), expected, "{text:?} via {peer}");
+            let (a, b) = (rng.next_u64(), rng.next_u64());
+            let net = u128::from(rng.next_u64()) << 64;
+            let same = |low: u64| IpAddr::from(Ipv6Addr::from(net | u128::from(low)));
+            assert_eq!(ClientKey::of(same(a)), ClientKey::of(same(b)));
+            let other = IpAddr::from(Ipv6Addr::from((net ^ (1u128 << 64)) | u128::from(a)));
+            assert_ne!(ClientKey::of(same(a)), ClientKey::of(other));
+            assert_ne!(
+                ClientKey::of(same(a)).id(),
+                ClientKey::of(IpAddr::from([1, 2, 3, 4])).id()
+            );
+        }
+    }
+
     #[test]
     fn forwarded_is_read_before_x_forwarded_for() {
         let t = TrustedProxies::parse(&["10.0.0.1".into()]).expect("parse");
