@@ -12,7 +12,7 @@
 //!
 //! [`Watch`]: crate::cancel::Watch
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
@@ -29,8 +29,22 @@ pub struct FairSlots {
 #[derive(Debug, Default)]
 struct State {
     free: usize,
-    held: HashMap<Holder, usize>,
+    /// Slots held per holder: a few clients at a time, so a list beats hashing.
+    held: Vec<(Holder, usize)>,
     waiting: VecDeque<Waiter>,
+}
+
+impl State {
+    fn held_by(&self, holder: Holder) -> usize {
+        self.held
+            .iter()
+            .find(|(h, _)| *h == holder)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn holds(&self, holder: Holder) -> bool {
+        self.held.iter().any(|(h, _)| *h == holder)
+    }
 }
 
 #[derive(Debug)]
@@ -65,12 +79,26 @@ impl FairSlots {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// A slot for `holder` now, if the rules above give it one without waiting.
+    pub fn try_acquire(self: &Arc<Self>, holder: Holder) -> Option<Slot> {
+        let mut state = self.state();
+        let clients = state.held.len() + usize::from(!state.holds(holder));
+        if !state.waiting.is_empty() || !self.may_take(&state, holder, clients) {
+            return None;
+        }
+        take(&mut state, holder);
+        Some(Slot {
+            slots: Arc::clone(self),
+            holder,
+        })
+    }
+
     /// A slot for `holder`, once the rules above give it one.
     pub async fn acquire(self: &Arc<Self>, holder: Holder) -> Slot {
         let granted = {
             let mut state = self.state();
             // With nobody waiting, the clients are the holders (and this one).
-            let clients = state.held.len() + usize::from(!state.held.contains_key(&holder));
+            let clients = state.held.len() + usize::from(!state.holds(holder));
             if state.waiting.is_empty() && self.may_take(&state, holder, clients) {
                 take(&mut state, holder);
                 None
@@ -103,7 +131,7 @@ impl FairSlots {
 
     /// Whether `holder` may take a free slot now, with `clients` holding or waiting.
     fn may_take(&self, state: &State, holder: Holder, clients: usize) -> bool {
-        let held = state.held.get(&holder).copied().unwrap_or(0);
+        let held = state.held_by(holder);
         if state.free == 0 {
             return false;
         }
@@ -118,7 +146,7 @@ impl FairSlots {
     fn clients(state: &State) -> usize {
         let mut waiting: Vec<Holder> = Vec::new();
         for w in &state.waiting {
-            if !state.held.contains_key(&w.holder) && !waiting.contains(&w.holder) {
+            if !state.holds(w.holder) && !waiting.contains(&w.holder) {
                 waiting.push(w.holder);
             }
         }
@@ -135,7 +163,7 @@ impl FairSlots {
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| self.may_take(state, w.holder, clients))
-                .min_by_key(|(i, w)| (state.held.get(&w.holder).copied().unwrap_or(0), *i))
+                .min_by_key(|(i, w)| (state.held_by(w.holder), *i))
                 .map(|(i, _)| i);
             let Some(waiter) = next.and_then(|i| state.waiting.remove(i)) else {
                 return;
@@ -164,15 +192,18 @@ impl FairSlots {
 
 fn take(state: &mut State, holder: Holder) {
     state.free -= 1;
-    *state.held.entry(holder).or_insert(0) += 1;
+    match state.held.iter_mut().find(|(h, _)| *h == holder) {
+        Some((_, n)) => *n += 1,
+        None => state.held.push((holder, 1)),
+    }
 }
 
 fn give_back(state: &mut State, holder: Holder) {
     state.free += 1;
-    if let Some(n) = state.held.get_mut(&holder) {
-        *n -= 1;
-        if *n == 0 {
-            state.held.remove(&holder);
+    if let Some(i) = state.held.iter().position(|(h, _)| *h == holder) {
+        state.held[i].1 -= 1;
+        if state.held[i].1 == 0 {
+            state.held.swap_remove(i);
         }
     }
 }

@@ -275,8 +275,8 @@ impl Backend {
     pub async fn begin(&self) -> Result<Tx<'_>, ExecError> {
         Ok(match self {
             Backend::Sqlite(b) => Tx::Sqlite(b.begin().await?),
-            Backend::Postgres(b) => Tx::Postgres(b.begin().await?),
-            Backend::MySql(b) => Tx::MySql(b.begin().await?),
+            Backend::Postgres(b) => Tx::Postgres(Box::new(b.begin().await?)),
+            Backend::MySql(b) => Tx::MySql(Box::new(b.begin().await?)),
         })
     }
 
@@ -314,9 +314,9 @@ pub enum Tx<'a> {
     /// SQLite.
     Sqlite(SqliteTx<'a>),
     /// PostgreSQL.
-    Postgres(PgTx),
+    Postgres(Box<PgTx>),
     /// MySQL or MariaDB.
-    MySql(MySqlTx),
+    MySql(Box<MySqlTx>),
 }
 
 impl Tx<'_> {
@@ -352,8 +352,8 @@ impl Tx<'_> {
     pub async fn commit(self) -> Result<(), ExecError> {
         match self {
             Tx::Sqlite(t) => t.commit().await,
-            Tx::Postgres(t) => t.commit().await,
-            Tx::MySql(t) => t.commit().await,
+            Tx::Postgres(t) => (*t).commit().await,
+            Tx::MySql(t) => (*t).commit().await,
         }
     }
 
@@ -361,8 +361,8 @@ impl Tx<'_> {
     pub async fn rollback(self) -> Result<(), ExecError> {
         match self {
             Tx::Sqlite(t) => t.rollback().await,
-            Tx::Postgres(t) => t.rollback().await,
-            Tx::MySql(t) => t.rollback().await,
+            Tx::Postgres(t) => (*t).rollback().await,
+            Tx::MySql(t) => (*t).rollback().await,
         }
     }
 }

@@ -298,7 +298,7 @@ impl RowSink for NoRows {
 pub struct SqliteTx<'a> {
     backend: &'a SqliteBackend,
     /// None while a statement of it runs, and once it was lost or finished.
-    conn: Option<TxConn>,
+    conn: Option<Box<TxConn>>,
 }
 
 impl SqliteTx<'_> {

@@ -9,11 +9,13 @@
 //!   ([`Fed`]) and handed over a channel of [`CHANNEL`] batches; the async side turns them into
 //!   cells for its sink and flushes the sink to the client between rows. A slow client fills
 //!   the channel and pauses the job, so memory stays a few batches whatever the row count.
-//! - A watchdog on the async side stops the statement ([`Stopper`], SQLite's
-//!   `sqlite3_interrupt`) at its request's deadline, when its client is gone, or when the
-//!   waiting future is dropped (a client that left an HTTP/2 stream, a sink that stopped
-//!   reading). The deadline counts from the request for a thread, so a queue of expensive
-//!   statements answers 408 in time instead of running late.
+//! - A watchdog thread ([`Watchdog`]) looks at every running statement each [`PROBE_EVERY`]
+//!   and stops it ([`Stopper`], SQLite's `sqlite3_interrupt`) when its request's deadline
+//!   passed or its client is gone; dropping the waiting future (a client that left an HTTP/2
+//!   stream, a sink that stopped reading) stops it too. The deadline counts from the request
+//!   for a thread, so a queue of expensive statements answers 408 in time instead of running
+//!   late. One clock for all, rather than a timer per statement: a point lookup pays a push and
+//!   a removal.
 //! - A connection goes back to the pool from the job's thread when its statement is over; a
 //!   transaction's connection travels with each of its statements and back, and a transaction
 //!   whose owner left is rolled back there.
@@ -26,7 +28,8 @@ use crate::sink::RowSink;
 use crate::ExecError;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, InterruptHandle};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
@@ -157,7 +160,7 @@ pub(super) struct Fed {
 }
 
 /// How a job ended, with a transaction's connection to hand back.
-type Ended = (Result<u64, ExecError>, Option<TxConn>);
+type Ended = (Result<u64, ExecError>, Option<Box<TxConn>>);
 
 impl Fed {
     fn new() -> Fed {
@@ -213,8 +216,10 @@ pub(super) struct Output {
 /// while it waits for a slow consumer it gives the slot up, so readers that read slowly cannot
 /// keep the statements of others from running.
 pub(super) struct Feed {
-    tx: mpsc::Sender<Fed>,
-    fed: Fed,
+    // Boxed: a channel allocates its slots up front, and a batch is a few hundred bytes.
+    tx: mpsc::Sender<Box<Fed>>,
+    /// The batch being filled (none until the first column or row).
+    fed: Option<Box<Fed>>,
     /// The output columns were handed over.
     told: bool,
     slot: Option<Slot>,
@@ -227,7 +232,7 @@ impl Feed {
     /// The statement's output columns, before its first row.
     pub(super) fn columns(&mut self, output: &Arc<Output>) {
         if !self.told {
-            self.fed.output = Some(Arc::clone(output));
+            self.fed_mut().output = Some(Arc::clone(output));
             self.told = true;
         }
     }
@@ -237,25 +242,28 @@ impl Feed {
     pub(super) fn row(&mut self, row: &rusqlite::Row<'_>, width: usize) -> Result<(), ExecError> {
         for i in 0..width {
             let v = row.get_ref(i).map_err(super::sqlite_errors::db_error)?;
-            self.fed.push(v);
+            self.fed_mut().push(v);
         }
-        if self.fed.full() {
-            let fed = std::mem::replace(&mut self.fed, Fed::new());
+        if let Some(fed) = self.fed.take_if(|fed| fed.full()) {
             self.hand_over(fed, false)
                 .map_err(|_| ExecError::ClientGone)?;
         }
         Ok(())
     }
 
+    fn fed_mut(&mut self) -> &mut Fed {
+        self.fed.get_or_insert_with(|| Box::new(Fed::new()))
+    }
+
     /// Sends `fed`, waiting without a thread slot while the channel is full; gives it back
     /// when nobody receives any more.
-    fn hand_over(&mut self, fed: Fed, last: bool) -> Result<(), Box<Fed>> {
+    fn hand_over(&mut self, fed: Box<Fed>, last: bool) -> Result<(), Box<Fed>> {
         match self.tx.try_send(fed) {
             Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Closed(fed)) => Err(Box::new(fed)),
+            Err(mpsc::error::TrySendError::Closed(fed)) => Err(fed),
             Err(mpsc::error::TrySendError::Full(fed)) => {
                 self.slot = None;
-                let sent = self.tx.blocking_send(fed).map_err(|e| Box::new(e.0));
+                let sent = self.tx.blocking_send(fed).map_err(|e| e.0);
                 if sent.is_ok() && !last {
                     self.slot = Some(self.runtime.block_on(self.slots.acquire(self.holder)));
                 }
@@ -266,15 +274,17 @@ impl Feed {
 }
 
 /// Threads that run statements, at most `threads` at once, shared fairly between clients
-/// (`crate::fair`).
+/// (`crate::fair`), and their watchdog.
 pub(super) struct Jobs {
     slots: Arc<FairSlots>,
+    watchdog: Arc<Watchdog>,
 }
 
 impl Jobs {
     pub(super) fn new(threads: usize) -> Jobs {
         Jobs {
             slots: FairSlots::new(threads),
+            watchdog: Watchdog::start(),
         }
     }
 
@@ -297,9 +307,28 @@ impl Jobs {
         let started = Instant::now();
         let stopper = Arc::new(Stopper::default());
         let waiting = watch.map(|_| Waiting(Arc::clone(&stopper)));
+        let _watched = watch
+            .filter(|w| w.is_active())
+            .map(|w| self.watchdog.watch(&stopper, w, started));
         let holder = crate::cancel::current().holder();
+        let deadline = watch
+            .and_then(Watch::timeout)
+            .map(|(t, setting)| (tokio::time::Instant::from_std(started + t), t, setting));
         let job = async {
-            let slot = self.slots.acquire(holder).await;
+            let slot = match (self.slots.try_acquire(holder), deadline) {
+                (Some(slot), _) => slot,
+                (None, None) => self.slots.acquire(holder).await,
+                // Waiting for a thread counts against the deadline.
+                (None, Some((at, t, setting))) => {
+                    match tokio::time::timeout_at(at, self.slots.acquire(holder)).await {
+                        Ok(slot) => slot,
+                        Err(_) => {
+                            let ms = t.as_millis() as u64;
+                            return Err(Stop::Deadline { setting, ms }.error());
+                        }
+                    }
+                }
+            };
             let (rows_tx, rows_rx) = mpsc::channel(CHANNEL);
             let job = Job {
                 pool,
@@ -307,7 +336,7 @@ impl Jobs {
                 stopper: Arc::clone(&stopper),
                 feed: Feed {
                     tx: rows_tx,
-                    fed: Fed::new(),
+                    fed: None,
                     told: false,
                     slot: Some(slot),
                     slots: Arc::clone(&self.slots),
@@ -318,13 +347,7 @@ impl Jobs {
             tokio::task::spawn_blocking(move || job.run(work));
             Ok::<_, ExecError>(receive(rows_rx, sink).await)
         };
-        let ended = tokio::select! {
-            ended = job => ended.unwrap_or_else(|e| (Err(e), None)),
-            stop = watchdog(watch, started), if watch.is_some() => {
-                stopper.stop(stop);
-                (Err(stop.error()), None)
-            }
-        };
+        let ended = job.await.unwrap_or_else(|e| (Err(e), None));
         drop(waiting);
         ended
     }
@@ -341,33 +364,87 @@ impl Drop for Waiting {
     }
 }
 
-/// Resolves when a statement started at `started` must stop: its deadline passed or its
-/// client left (never, when `watch` can stop nothing).
-async fn watchdog(watch: Option<&Watch>, started: Instant) -> Stop {
-    let Some(watch) = watch else {
-        return std::future::pending().await;
-    };
-    let deadline = watch
-        .timeout()
-        .map(|(t, _)| tokio::time::Instant::from_std(started + t));
-    loop {
-        let wait = match (deadline, watch.has_client_probe()) {
-            (None, false) => std::future::pending().await,
-            (Some(d), false) => d,
-            (d, true) => {
-                let next = tokio::time::Instant::now() + PROBE_EVERY;
-                d.map_or(next, |d| d.min(next))
+/// The clock of the running statements: a thread that, while any runs, looks at each every
+/// [`PROBE_EVERY`] and stops those whose deadline passed or whose client left.
+pub(super) struct Watchdog {
+    watched: Mutex<Vec<Watched>>,
+    next: AtomicU64,
+}
+
+struct Watched {
+    id: u64,
+    stopper: Arc<Stopper>,
+    watch: Watch,
+    started: Instant,
+}
+
+/// A statement under the watchdog; dropped, it is no longer looked at.
+pub(super) struct UnderWatch<'a> {
+    dog: &'a Watchdog,
+    id: u64,
+}
+
+impl Watchdog {
+    fn start() -> Arc<Watchdog> {
+        let dog = Arc::new(Watchdog {
+            watched: Mutex::new(Vec::new()),
+            next: AtomicU64::new(0),
+        });
+        let weak = Arc::downgrade(&dog);
+        let spawned = std::thread::Builder::new()
+            .name("apijet-sqlite-watchdog".into())
+            .spawn(move || Watchdog::run(&weak));
+        if let Err(e) = spawned {
+            // Statements still stop when their future is dropped; deadlines need the thread.
+            tracing::error!("cannot start the SQLite watchdog: {e}");
+        }
+        dog
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Watched>> {
+        self.watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ticks every [`PROBE_EVERY`] (a statement registered needs no wake-up: a point lookup
+    /// is over long before the next tick), and ends with the backend.
+    fn run(weak: &Weak<Watchdog>) {
+        while let Some(dog) = weak.upgrade() {
+            for w in dog.lock().iter() {
+                if let Some(stop) = w.watch.stop(w.started) {
+                    w.stopper.stop(stop);
+                }
             }
-        };
-        tokio::time::sleep_until(wait).await;
-        if let Some(stop) = watch.stop(started) {
-            return stop;
+            drop(dog);
+            std::thread::sleep(PROBE_EVERY);
+        }
+    }
+
+    /// Watches the statement of `stopper` under `watch`, started at `started`.
+    fn watch(&self, stopper: &Arc<Stopper>, watch: &Watch, started: Instant) -> UnderWatch<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().push(Watched {
+            id,
+            stopper: Arc::clone(stopper),
+            watch: watch.clone(),
+            started,
+        });
+        UnderWatch { dog: self, id }
+    }
+}
+
+impl Drop for UnderWatch<'_> {
+    fn drop(&mut self) {
+        let mut watched = self.dog.lock();
+        if let Some(i) = watched.iter().position(|w| w.id == self.id) {
+            watched.swap_remove(i);
         }
     }
 }
 
 /// Feeds the rows a job hands over to `sink`, until the job says how it ended.
-async fn receive<S: RowSink>(mut rx: mpsc::Receiver<Fed>, sink: &mut S) -> Ended {
+async fn receive<S: RowSink>(mut rx: mpsc::Receiver<Box<Fed>>, sink: &mut S) -> Ended {
     let mut output: Option<Arc<Output>> = None;
     let mut spare: Vec<Cell<'static>> = Vec::new();
     loop {
@@ -405,7 +482,7 @@ async fn receive<S: RowSink>(mut rx: mpsc::Receiver<Fed>, sink: &mut S) -> Ended
 /// A connection a job uses: the pool's, or a transaction's.
 enum Lent {
     Pooled(Conn),
-    Tx(TxConn),
+    Tx(Box<TxConn>),
 }
 
 impl Lent {
@@ -422,7 +499,7 @@ pub(super) enum On {
     /// One of the pool's, back to the pool when the job ends.
     Pool,
     /// A transaction's, handed back with the job's end.
-    Tx(TxConn),
+    Tx(Box<TxConn>),
     /// One of the pool's that becomes a transaction's, with the process's write lock.
     Begin(OwnedMutexGuard<()>),
 }
@@ -446,7 +523,7 @@ impl Job {
             On::Begin(writer) => self
                 .pool
                 .take()
-                .map(|conn| Lent::Tx(TxConn::new(conn, writer))),
+                .map(|conn| Lent::Tx(Box::new(TxConn::new(conn, writer)))),
         };
         let (result, back) = match lent {
             Err(e) => (Err(e), None),
@@ -470,7 +547,7 @@ impl Job {
                 }
             }
         };
-        let mut fed = std::mem::replace(&mut self.feed.fed, Fed::new());
+        let mut fed = self.feed.fed.take().unwrap_or_else(|| Box::new(Fed::new()));
         fed.end = Some((result, back));
         if let Err(mut fed) = self.feed.hand_over(fed, true) {
             // Nobody waits for the transaction any more: it ends here.
