@@ -31,7 +31,7 @@ pub async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
             Ok(()) => apijet_response::success(serde_json::Map::new(), false),
             Err(e) => s
                 .pipeline
-                .failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
+                .failure(&ApiError::Internal(format!("reload failed: {e}"))),
         },
     };
     json_response(&answer)

@@ -93,7 +93,7 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
                 return with_facts(json_response(&state.pipeline.failure(&e)), facts)
             }
             None => {
-                let e = apijet_response::ApiError::Unsupported(
+                let e = apijet_response::ApiError::Internal(
                     "the list stream ended unexpectedly".into(),
                 );
                 return with_facts(json_response(&state.pipeline.failure(&e)), facts);

@@ -51,7 +51,7 @@ impl Pipeline {
             },
             Ok(Finished::Json(v)) => Answer::Counted(v, outcome.statements),
             Ok(Finished::Sent { .. }) | Err(_) => {
-                return Err(ApiError::Unsupported("a held answer was streamed".into()))
+                return Err(ApiError::Internal("a held answer was streamed".into()))
             }
         };
         facts.encode = Some(encoding.elapsed());
@@ -110,9 +110,7 @@ impl Pipeline {
         let outcome = run(&plan, &env, &mut sink).await?;
         match sink.finish(now_ms(), outcome.statements).await {
             Ok(Finished::Json(Json::Object(members))) => Ok(members),
-            _ => Err(ApiError::Unsupported(
-                "a general read gave no members".into(),
-            )),
+            _ => Err(ApiError::Internal("a general read gave no members".into())),
         }
     }
 

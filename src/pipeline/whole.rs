@@ -54,9 +54,9 @@ impl Pipeline {
             Ok(Finished::Json(v)) => return Ok(v),
             Ok(Finished::Bytes { body, .. }) => body.to_vec(),
             Ok(Finished::Sent { .. }) => gathered?,
-            Err(e) => return Err(ApiError::Unsupported(format!("the answer failed: {e}"))),
+            Err(e) => return Err(ApiError::Internal(format!("the answer failed: {e}"))),
         };
         serde_json::from_slice(&body)
-            .map_err(|e| ApiError::Unsupported(format!("an answer is not JSON: {e}")))
+            .map_err(|e| ApiError::Internal(format!("an answer is not JSON: {e}")))
     }
 }
