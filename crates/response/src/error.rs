@@ -35,9 +35,6 @@ pub enum ApiError {
     /// client's, so 500 with the message kept for the log.
     #[error("internal error: {0}")]
     Internal(String),
-    /// A method this server does not offer yet.
-    #[error("{0} is not supported yet")]
-    Unsupported(String),
     /// The client has too much under way already (the message names the setting).
     #[error("{0}")]
     TooManyRequests(String),
@@ -125,7 +122,6 @@ impl ApiError {
             },
             ApiError::UnknownMethod(_) => 406,
             ApiError::Internal(_) => 500,
-            ApiError::Unsupported(_) => 501,
             ApiError::TooManyRequests(_) => 429,
             ApiError::Account(e) => match e {
                 AccountError::Invalid(_) => 406,
