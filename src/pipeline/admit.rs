@@ -1,0 +1,73 @@
+//! The admission seam: every piece of work a client asks of the pipeline (a call's read, write
+//! or `/crud`, a subscription's first read, a refetch of it) passes [`Admission::admit`] once,
+//! when it starts to run, and holds the guard it gives until its answer is complete (the task
+//! of a streamed answer holds it too). What a client may cost is decided here and nowhere else.
+//!
+//! Today the seam keeps what visitors who are not logged in may cost at once
+//! ([`AnonymousReads`]): their calls' reads are counted per address, and their statements stop
+//! after `anonymous_statement_timeout_ms`.
+
+use super::prepare::Client;
+use crate::anonymous::{AnonymousReads, ReadPermit};
+use apijet_response::ApiError;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a piece of work is, as admission counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// A call's read.
+    Read,
+    /// A call's write.
+    Write,
+    /// A `/crud` call.
+    Crud,
+    /// The first read of a subscription.
+    Subscribe,
+    /// A subscription read again.
+    Refetch,
+    /// A write the server makes itself (an account endpoint, a sign-up).
+    Server,
+}
+
+/// The limits every piece of work is admitted under.
+pub struct Admission {
+    anonymous: Arc<AnonymousReads>,
+}
+
+/// Admitted work; dropping it ends it.
+pub struct Admitted {
+    _permit: Option<ReadPermit>,
+    timeout: Option<Duration>,
+}
+
+impl Admitted {
+    /// The statement timeout of the work's own, stricter than the database's.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+impl Admission {
+    /// Admission under the limits of visitors who are not logged in.
+    pub fn new(anonymous: Arc<AnonymousReads>) -> Admission {
+        Admission { anonymous }
+    }
+
+    /// Admits `work` from `client`, or refuses it (429, naming the setting).
+    pub fn admit(&self, client: &Client, work: Work) -> Result<Admitted, ApiError> {
+        let anonymous = client.visitor.is_none() && work != Work::Server;
+        let permit = match (work, client.address) {
+            (Work::Read, Some(address)) if anonymous => self
+                .anonymous
+                .admit(address)
+                .map_err(ApiError::TooManyRequests)?,
+            _ => None,
+        };
+        let timeout = self.anonymous.timeout;
+        Ok(Admitted {
+            _permit: permit,
+            timeout: (anonymous && !timeout.is_zero()).then_some(timeout),
+        })
+    }
+}

@@ -1,0 +1,181 @@
+//! The third stage: an [`Action`] runs. Here and only here a piece of work is admitted
+//! ([`Admission`](super::admit::Admission)), its statements get their timeout, a read finds its
+//! replica, a write its transaction (one envelope, `apijet_exec::write::atomically`) or the
+//! write queue, and what a committed write changed moves the generations of
+//! [`Changes`](super::changes::Changes) before its answer is sent.
+
+use super::admit::{Admitted, Work};
+use super::answer::Answer;
+use super::plan::{Action, CrudAction, WriteAction};
+use super::prepare::Client;
+use super::snapshot::Snapshot;
+use super::Pipeline;
+use crate::observe::Facts;
+use apijet_core::Visitor;
+use apijet_exec::write::{atomically, single_insert, single_insert_answer, Plans, WriteEnv};
+use apijet_plan::write_plan::WritePlan;
+use apijet_response::ApiError;
+use serde_json::{Map, Value as Json};
+use std::sync::Arc;
+
+/// Where a piece of work comes from: what admission counts it as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A client's call (`/{method}`, `/get/{json}`, `/router`).
+    Call,
+    /// The first read of a subscription.
+    Subscribe,
+    /// A subscription read again after a write.
+    Refetch,
+    /// The server itself (the account endpoints, sign-ups).
+    Server,
+}
+
+impl Pipeline {
+    /// Runs `action` for `client`: admitted once, then read, written or both (`/crud`).
+    pub async fn run(
+        self: &Arc<Self>,
+        action: Action<'_>,
+        client: &Client,
+        origin: Origin,
+        facts: &mut Facts,
+    ) -> Result<Answer, ApiError> {
+        let work = match (origin, &action) {
+            (Origin::Call, Action::Read(_)) => Work::Read,
+            (Origin::Call, Action::Write(_)) => Work::Write,
+            (Origin::Call, Action::Crud(_)) => Work::Crud,
+            (Origin::Subscribe, _) => Work::Subscribe,
+            (Origin::Refetch, _) => Work::Refetch,
+            (Origin::Server, _) => Work::Server,
+        };
+        let admitted = self.admission.admit(client, work)?;
+        let timeout = admitted.timeout();
+        let running = async move {
+            match action {
+                Action::Read(read) => self.read(read, client, Some(admitted), false, facts).await,
+                Action::Write(write) => {
+                    let answer = self.write(&write, client.visitor.as_ref()).await;
+                    drop(admitted);
+                    answer
+                }
+                Action::Crud(crud) => self.crud(crud, client, admitted, facts).await,
+            }
+        };
+        match timeout {
+            Some(t) => {
+                let watch = apijet_exec::cancel::current()
+                    .with_timeout(t, "anonymous_statement_timeout_ms");
+                apijet_exec::cancel::watched(watch, running).await
+            }
+            None => running.await,
+        }
+    }
+
+    /// A write: a single-row POST through the write queue when it is on, anything else in a
+    /// transaction of its own.
+    async fn write(
+        &self,
+        write: &WriteAction,
+        visitor: Option<&Visitor>,
+    ) -> Result<Answer, ApiError> {
+        let env = self.write_env(visitor, &write.snapshot);
+        let results = match self.queued(&write.plan, &env).await? {
+            Some(results) => results,
+            None => {
+                let plans = [&write.plan];
+                let work = Plans {
+                    plans: &plans,
+                    env: &env,
+                };
+                let mut results = atomically(&self.backend, &work).await?;
+                results.pop().unwrap_or_default()
+            }
+        };
+        self.committed(&write.plan);
+        Ok(Answer::Written {
+            results,
+            format: write.format,
+        })
+    }
+
+    /// A single-row POST through the write queue, when it is on and the write is one.
+    async fn queued(
+        &self,
+        plan: &WritePlan,
+        env: &WriteEnv<'_>,
+    ) -> Result<Option<Map<String, Json>>, ApiError> {
+        let Some(queue) = &self.queue else {
+            return Ok(None);
+        };
+        let Some((key, insert, id)) = single_insert(plan, env)? else {
+            return Ok(None);
+        };
+        queue.insert(insert).await?;
+        let mut out = Map::new();
+        out.insert(key, Json::Object(single_insert_answer(env, id)));
+        Ok(Some(out))
+    }
+
+    /// `/crud`: every write in one transaction, whatever its method (never the write queue,
+    /// whose group commit would make a POST outlive a later part that fails); then the reads,
+    /// on the primary, which has the writes.
+    async fn crud(
+        self: &Arc<Self>,
+        crud: CrudAction<'_>,
+        client: &Client,
+        admitted: Admitted,
+        facts: &mut Facts,
+    ) -> Result<Answer, ApiError> {
+        let mut answers: Vec<(String, Json)> = Vec::new();
+        if !crud.writes.is_empty() {
+            let env = self.write_env(client.visitor.as_ref(), &crud.snapshot);
+            let plans: Vec<&WritePlan> = crud.writes.iter().map(|(_, plan)| plan).collect();
+            let work = Plans {
+                plans: &plans,
+                env: &env,
+            };
+            let results = atomically(&self.backend, &work).await?;
+            for ((key, plan), mut results) in crud.writes.iter().zip(results) {
+                self.committed(plan);
+                if let Some(v) = results.remove(*key) {
+                    answers.push((key.to_string(), v));
+                }
+            }
+        }
+        for (key, read) in crud.reads {
+            let answer = self.read(read, client, None, true, facts).await?;
+            if let Json::Object(mut results) = answer.into_json()? {
+                if let Some(v) = results.remove(key) {
+                    answers.push((key.to_string(), v));
+                }
+            }
+        }
+        drop(admitted);
+        Ok(Answer::Written {
+            results: answers.into_iter().collect(),
+            format: false,
+        })
+    }
+
+    /// Tells what a committed write changed.
+    fn committed(&self, plan: &WritePlan) {
+        self.changes
+            .committed(plan.changes().iter().map(String::as_str));
+    }
+
+    pub(super) fn write_env<'a>(
+        &'a self,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+    ) -> WriteEnv<'a> {
+        WriteEnv {
+            backend: &self.backend,
+            dialect: self.dialect.as_ref(),
+            schema: &snapshot.schema,
+            visitor,
+            ids: &self.ids,
+            max_insert_rows: self.max_batch,
+            envelope: &apijet_response::Envelopes,
+        }
+    }
+}
