@@ -16,3 +16,6 @@ mod serve;
 mod subscribe;
 
 pub use serve::serve;
+
+#[cfg(test)]
+mod tests;
