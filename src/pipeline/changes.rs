@@ -270,6 +270,89 @@ mod tests {
         );
     }
 
+    /// One change in a model of the history: the clock after it, the tables it moved, whether
+    /// this instance wrote them, whether it moved every table.
+    struct Event {
+        clock: u64,
+        tables: Vec<&'static str>,
+        own: bool,
+        every: bool,
+    }
+
+    /// Whatever the writes, the reloads and the order in which followers look, each follower
+    /// sees exactly what moved after its own last look, and nothing one follower looks at is
+    /// taken from another.
+    #[test]
+    fn each_follower_sees_exactly_what_moved_after_its_stamp() {
+        const TABLES: [&str; 4] = ["Moment", "Comment", "apijson_user", "apijson_privacy"];
+        for seed in 0..300 {
+            let mut rng = apijet_testkit::rng::Rng::new(seed);
+            let c = Changes::default();
+            let mut looked = [c.follow(); 3];
+            let mut history: Vec<Event> = Vec::new();
+            for _ in 0..60 {
+                let op = rng.below(6);
+                if op < 3 {
+                    let tables: Vec<&str> = TABLES
+                        .iter()
+                        .copied()
+                        .filter(|_| rng.below(2) == 0)
+                        .collect();
+                    let own = op < 2;
+                    if own {
+                        c.committed(tables.iter().copied());
+                    } else {
+                        c.heard(tables.iter().copied());
+                    }
+                    if !tables.is_empty() {
+                        let clock = c.stamp().clock;
+                        history.push(Event {
+                            clock,
+                            tables,
+                            own,
+                            every: false,
+                        });
+                    }
+                    continue;
+                }
+                if op == 3 {
+                    c.everything();
+                    let clock = c.stamp().clock;
+                    history.push(Event {
+                        clock,
+                        tables: Vec::new(),
+                        own: false,
+                        every: true,
+                    });
+                    continue;
+                }
+                let f = rng.below(looked.len() as u64) as usize;
+                let stamp = looked[f];
+                let after: Vec<&Event> = history.iter().filter(|e| e.clock > stamp.clock).collect();
+                let moved = |own_only: bool| Moved {
+                    every: !own_only && after.iter().any(|e| e.every),
+                    tables: after
+                        .iter()
+                        .filter(|e| e.own || !own_only)
+                        .flat_map(|e| e.tables.iter().map(|t| t.to_string()))
+                        .collect(),
+                };
+                assert_eq!(c.since(stamp).0, moved(false), "seed {seed}");
+                assert_eq!(c.own_since(stamp).0, moved(true), "seed {seed}");
+                let table = TABLES[rng.below(TABLES.len() as u64) as usize];
+                let expected = moved(false);
+                assert_eq!(
+                    c.moved_since(stamp, |t| t == table),
+                    expected.every || expected.tables.contains(table),
+                    "seed {seed}"
+                );
+                if rng.below(2) == 0 {
+                    looked[f] = c.since(stamp).1;
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn waiting_followers_all_wake_on_one_change() {
         let c = Arc::new(Changes::default());
