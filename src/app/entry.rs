@@ -28,9 +28,8 @@ impl AppState {
             (Body::Sent(bytes), Some(_)) => Some(Logged::Sent(bytes)),
             (Body::Object(map), Some(_)) => Some(Logged::Object(map.clone())),
         };
-        // Boxed: the future of a call is moved through every layer of the HTTP stack, and
-        // moving it costs what it weighs.
-        let answer = Box::pin(self.stages(call, client, facts)).await;
+        // Not boxed: what is large in it, the read, is boxed where it runs (`Pipeline::run`).
+        let answer = self.stages(call, client, facts).await;
         if let (Some(slow), Some(body)) = (self.slow.filter(|s| started.elapsed() >= *s), body) {
             // Its slow statements are logged with their plans where they run (exec).
             tracing::warn!(

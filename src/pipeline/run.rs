@@ -49,26 +49,27 @@ impl Pipeline {
             (Origin::Server, _) => Work::Server,
         };
         let admitted = self.admission.admit(client, work)?;
-        let timeout = admitted.timeout();
-        let running = async move {
+        let mut watch = apijet_exec::cancel::current();
+        if let Some(timeout) = admitted.timeout() {
+            watch = watch.with_timeout(timeout, "anonymous_statement_timeout_ms");
+        }
+        // Built in place: a future kept in a variable and then moved into another would take
+        // its room twice. The work's own future is boxed: it is large (the reader's), and each
+        // future that held it would copy it whole when it is made and moved.
+        apijet_exec::cancel::watched(watch, async move {
             match action {
-                Action::Read(read) => self.read(read, client, Some(admitted), false, facts).await,
+                Action::Read(read) => {
+                    Box::pin(self.read(read, client, Some(admitted), false, facts)).await
+                }
                 Action::Write(write) => {
-                    let answer = self.write(&write, client.visitor.as_ref()).await;
+                    let answer = Box::pin(self.write(&write, client.visitor.as_ref())).await;
                     drop(admitted);
                     answer
                 }
-                Action::Crud(crud) => self.crud(crud, client, admitted, facts).await,
+                Action::Crud(crud) => Box::pin(self.crud(crud, client, admitted, facts)).await,
             }
-        };
-        match timeout {
-            Some(t) => {
-                let watch = apijet_exec::cancel::current()
-                    .with_timeout(t, "anonymous_statement_timeout_ms");
-                apijet_exec::cancel::watched(watch, running).await
-            }
-            None => running.await,
-        }
+        })
+        .await
     }
 
     /// A write: a single-row POST through the write queue when it is on, anything else in a
