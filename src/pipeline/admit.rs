@@ -42,9 +42,10 @@ pub struct Admitted {
 }
 
 impl Admitted {
-    /// The statement timeout of the work's own, stricter than the database's.
-    pub fn timeout(&self) -> Option<Duration> {
-        self.timeout
+    /// The statement timeout of the work's own, stricter than the database's, and the
+    /// setting that gives it.
+    pub fn timeout(&self) -> Option<(Duration, &'static str)> {
+        self.timeout.map(|t| (t, "anonymous_statement_timeout_ms"))
     }
 }
 

@@ -50,8 +50,8 @@ impl Pipeline {
         };
         let admitted = self.admission.admit(client, work)?;
         let mut watch = apijet_exec::cancel::current();
-        if let Some(timeout) = admitted.timeout() {
-            watch = watch.with_timeout(timeout, "anonymous_statement_timeout_ms");
+        if let Some((timeout, setting)) = admitted.timeout() {
+            watch = watch.with_timeout(timeout, setting);
         }
         // Built in place: a future kept in a variable and then moved into another would take
         // its room twice. The work's own future is boxed: it is large (the reader's), and each
