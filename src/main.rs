@@ -23,6 +23,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -70,10 +71,15 @@ enum Command {
     },
     /// Benchmark apijet against baselines on PostgreSQL, MariaDB and SQLite (see --help).
     ///
-    /// Provisions throwaway databases (scripts/lib/db.sh) or uses the given servers, generates
-    /// the data, starts apijet servers from this binary, measures every scenario against
-    /// apijet and a baseline in the same run, and writes tables, JSON and a chart.
-    Bench(Box<apijet_bench::BenchArgs>),
+    /// Runs the benchmark kit, the `apijet-bench` binary built beside this one (cargo build
+    /// --release -p apijet-bench), with these arguments, measuring this binary; the server
+    /// itself never links the kit. `apijet bench --help` lists its options and scenarios.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The kit's arguments (`apijet bench --help` prints them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// PostgreSQL triggers that tell live answers of writes by other programs.
     ///
     /// apijet's own writes reach every instance's subscriptions through NOTIFY; writes by
@@ -106,6 +112,9 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    if let Command::Bench { args } = cli.command {
+        return bench(args);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -133,7 +142,8 @@ fn main() -> ExitCode {
                 println!("demo dataset loaded into {db}");
                 Ok(())
             }
-            Command::Bench(args) => apijet_bench::run(*args).await,
+            // Run before the runtime is built (see `bench`).
+            Command::Bench { .. } => Ok(()),
             Command::LiveTriggers {
                 db,
                 install,
@@ -158,5 +168,40 @@ fn main() -> ExitCode {
             eprintln!("apijet: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `apijet bench ARGS`: the kit's binary `apijet-bench`, beside this one, run with ARGS and
+/// told to measure this binary (`APIJET_BIN`).
+fn bench(args: Vec<OsString>) -> ExitCode {
+    let fail = |msg: String| {
+        eprintln!("apijet bench: {msg}");
+        ExitCode::FAILURE
+    };
+    let this = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return fail(format!("cannot find this executable: {e}")),
+    };
+    let kit = this.with_file_name(format!("apijet-bench{}", std::env::consts::EXE_SUFFIX));
+    if !kit.is_file() {
+        return fail(format!(
+            "{} is missing: the benchmark kit is a binary of its own (cargo build --release -p \
+             apijet-bench)",
+            kit.display()
+        ));
+    }
+    let mut cmd = std::process::Command::new(&kit);
+    cmd.args(args).env("APIJET_BIN", &this);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let e = cmd.exec();
+        fail(format!("cannot run {}: {e}", kit.display()))
+    }
+    #[cfg(not(unix))]
+    match cmd.status() {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => fail(format!("cannot run {}: {e}", kit.display())),
     }
 }

@@ -38,7 +38,6 @@ mod refusal_messages;
 mod request_cost;
 
 // Operations and the surfaces around the API.
-mod bench_smoke;
 mod cluster;
 mod demo_command;
 mod exposure;

@@ -3,8 +3,9 @@
 //! scenario and engine and written as JSON and an SVG/HTML chart.
 //!
 //! The kit provisions throwaway databases through `scripts/lib/db.sh` (or uses the servers
-//! given by URL), generates the data inside them, starts apijet servers from the running
-//! binary (`std::env::current_exe()`), drives the load with oha (or wrk, or a built-in
+//! given by URL), generates the data inside them, starts apijet servers from the `apijet`
+//! binary (the one beside this `apijet-bench` binary, which `apijet bench` runs; the bench is
+//! never linked into the server), drives the load with oha (or wrk, or a built-in
 //! closed-loop runner, each labelled), and runs the baselines: the hand-written endpoint (the
 //! point-lookup ceiling, [`handwritten`]), pgbench, the engines' own command-line clients, or
 //! our raw client on the same drivers apijet uses. `--compare` sets a run against an earlier
@@ -95,9 +96,21 @@ pub enum ScenarioId {
     Live,
 }
 
-/// `apijet bench` options.
-#[derive(clap::Args, Debug, Clone)]
-#[command(after_long_help = SCENARIO_HELP, after_help = "Run `apijet bench --help` for the scenarios.")]
+/// `apijet bench` options: the command line of the `apijet-bench` binary, which `apijet bench`
+/// runs with the same arguments.
+#[derive(clap::Parser, Debug, Clone)]
+#[command(
+    name = "apijet bench",
+    bin_name = "apijet bench",
+    about = "Benchmark apijet against baselines on PostgreSQL, MariaDB and SQLite",
+    long_about = "Benchmark apijet against baselines on PostgreSQL, MariaDB and SQLite.\n\n\
+        Provisions throwaway databases (scripts/lib/db.sh) or uses the given servers, generates \
+        the data, starts apijet servers (the apijet binary beside this one, or --apijet-bin), \
+        measures every scenario against apijet and a baseline in the same run, and writes \
+        tables, JSON and a chart.",
+    after_long_help = SCENARIO_HELP,
+    after_help = "Run `apijet bench --help` for the scenarios."
+)]
 pub struct BenchArgs {
     /// Engines, comma-separated [default: pg,mariadb,sqlite; with --compare, the old run's].
     #[arg(long, value_delimiter = ',')]
@@ -148,7 +161,8 @@ pub struct BenchArgs {
     /// Repetitions of each single big-list request (default 3).
     #[arg(long)]
     pub repeat: Option<usize>,
-    /// The apijet binary to start (default: this executable).
+    /// The apijet binary to start (default: APIJET_BIN, else the `apijet` beside this
+    /// executable; `apijet bench` sets it to itself).
     #[arg(long)]
     pub apijet_bin: Option<PathBuf>,
     /// Keep the SQLite database file after the run.
@@ -407,7 +421,7 @@ async fn run_inner(args: BenchArgs) -> Result<(), String> {
     let loader = choose_loader(args.loader, &tools)?;
     let apijet = match &args.apijet_bin {
         Some(p) => p.clone(),
-        None => std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?,
+        None => server::apijet_beside()?,
     };
     let mut engines = args.engines();
     engines.dedup();

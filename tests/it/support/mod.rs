@@ -20,7 +20,7 @@ pub mod static_files;
 pub use apijet_testkit::engine::with_database;
 pub use apijet_testkit::server::apijet_bin;
 pub use apijet_testkit::shared::{self, load_demo_db};
-pub use apijet_testkit::{code, free_port, tail, truncate, Client, Engine, Reply, Server};
+pub use apijet_testkit::{code, free_port, truncate, Client, Engine, Reply, Server};
 
 /// Claims `name` (a database, a file) for the calling test: every test of the binary runs in
 /// one process, two at a time, so a name two tests create and drop would make each break the

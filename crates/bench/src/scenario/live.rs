@@ -296,6 +296,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
         )?);
     }
     let moment = |i: usize| MOMENT_BASE + i as i64;
+    let kit = crate::server::this_binary()?;
     // Each instance's subscribers, in processes of at most FDS_PER_PROCESS.
     let mut subs: Vec<Subscribers> = Vec::new();
     let per_instance = n.div_ceil(instances);
@@ -306,8 +307,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
         while at < end {
             let count = (end - at).min(FDS_PER_PROCESS);
             let out = ctx.work.join(format!("live-{n}-subs-{at}.txt"));
-            let child = tokio::process::Command::new(ctx.apijet)
-                .arg("bench")
+            let child = tokio::process::Command::new(&kit)
                 .arg("--live-client")
                 .arg(server.addr.to_string())
                 .arg("--live-first")

@@ -263,7 +263,6 @@ async fn handwritten(
         ctx.engine()
     );
     let hand = crate::server::start_handwritten(
-        ctx.apijet,
         &ctx.db.url,
         &lookup,
         &ctx.work.join("point-handwritten"),
