@@ -224,7 +224,7 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
             .unwrap_or(name);
         let view = match tables.contains_key(name) {
             true => None,
-            false => CatalogView::of(api_name, name, backend.engine()),
+            false => CatalogView::of(api_name, name, backend.capabilities()),
         };
         let columns = match (tables.get(name), view) {
             (Some(columns), _) => columns.clone(),

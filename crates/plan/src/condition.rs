@@ -3,7 +3,7 @@
 use crate::expr::{number, Names, Parser};
 use crate::query::{CmpOp, Expr, Pred};
 use crate::{ExprLimits, PlanError};
-use apijet_core::{Engine, Value};
+use apijet_core::Value;
 use apijet_request::{ConditionKey, Container, Logic, Member, Node, Op, Request, TableEntry};
 use serde_json::Value as Json;
 
@@ -206,7 +206,7 @@ pub(crate) fn build<N: Names>(
                         &format!("{s:?} is not a valid regular expression: {reason}"),
                     ));
                 }
-                if limits.engine == Engine::MySql {
+                if limits.engine.backtracking_regex {
                     if let Some(reason) = backtracking_risk(s) {
                         return Err(invalid(key, &format!("{s:?}: {reason}")));
                     }

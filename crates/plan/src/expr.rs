@@ -11,7 +11,7 @@ mod tokens;
 use crate::functions::{self, contains_aggregate, FnKind};
 use crate::query::{ArithOp, CmpOp, Expr};
 use crate::{ExprLimits, PlanError};
-use apijet_core::{Engine, Value};
+use apijet_core::{Capabilities, Value};
 pub(crate) use tokens::{tokenize, Tok, Token};
 
 /// How names inside an expression become expressions.
@@ -56,7 +56,7 @@ pub(crate) struct Parser<'a, N: Names> {
     src: &'a str,
     depth: usize,
     max_depth: usize,
-    engine: Engine,
+    engine: Capabilities,
     limits: ExprLimits,
 }
 
@@ -394,7 +394,7 @@ impl<'a, N: Names> Parser<'a, N> {
     fn refuse_on_engine(&self, name: &str) -> PlanError {
         PlanError::Invalid(format!(
             "function {name} cannot be expressed on {}: the engine has no equivalent",
-            functions::engine_name(self.engine)
+            self.engine.name
         ))
     }
 
@@ -415,7 +415,7 @@ impl<'a, N: Names> Parser<'a, N> {
     fn call_unbounded(&mut self, name: &str) -> Result<Expr, PlanError> {
         let f =
             functions::lookup(name).ok_or_else(|| PlanError::UnknownFunction(name.to_string()))?;
-        if !f.engines.has(self.engine) {
+        if !f.engines.has(self.engine.engine) {
             return Err(self.refuse_on_engine(f.name));
         }
         match f.name {
@@ -473,13 +473,13 @@ impl<'a, N: Names> Parser<'a, N> {
         if f.kind == FnKind::Aggregate && args.iter().any(contains_aggregate) {
             return Err(self.err("an aggregate cannot contain another aggregate"));
         }
-        if matches!(f.name, "date_format" | "time_format") && self.engine == Engine::Postgres {
+        if matches!(f.name, "date_format" | "time_format") && self.engine.translated_date_formats {
             match &args[1] {
                 Expr::Value(Value::Text(fmt)) if date_format_supported(fmt) => {}
                 _ => {
                     return Err(PlanError::Invalid(format!(
-                        "{}: on PostgreSQL the format must be a literal made of {}",
-                        f.name, DATE_FORMAT_SPECIFIERS
+                        "{}: on {} the format must be a literal made of {}",
+                        f.name, self.engine.name, DATE_FORMAT_SPECIFIERS
                     )))
                 }
             }

@@ -295,15 +295,6 @@ pub fn is_aggregate(name: &str) -> bool {
     lookup(name).is_some_and(|f| f.kind == FnKind::Aggregate)
 }
 
-/// The engine's name in refusals.
-pub fn engine_name(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Sqlite => "SQLite",
-        Engine::Postgres => "PostgreSQL",
-        Engine::MySql => "MySQL/MariaDB",
-    }
-}
-
 /// Whether `e` calls an aggregate outside a window.
 pub fn contains_aggregate(e: &Expr) -> bool {
     match e {

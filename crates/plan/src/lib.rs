@@ -69,10 +69,6 @@ pub struct PlanOptions {
     /// The stored procedures and functions `"@name()": "proc(args)"` may call; empty allows
     /// none.
     pub procedures: std::sync::Arc<Vec<String>>,
-    /// GROUP BY and DISTINCT lists without `@order` are sorted by their columns, so that
-    /// PostgreSQL and SQLite answer in the order MariaDB's grouping gives; off on MariaDB,
-    /// which then answers in its own order as the reference does.
-    pub sort_unordered_groups: bool,
     /// The database and schema names `@database` and `@schema` may give.
     pub served: keywords::Served,
 }
@@ -97,9 +93,9 @@ pub struct ExprLimits {
     /// What one stored value of a column of unbounded length counts as in those bounds (the
     /// largest value a request can store, `max_body_bytes`).
     pub stored_value_bytes: usize,
-    /// The engine the expressions will run on: a function it cannot express is refused while
-    /// planning, by name, instead of failing in the database.
-    pub engine: apijet_core::Engine,
+    /// What the engine the expressions will run on can do: a function it cannot express is
+    /// refused while planning, by name, instead of failing in the database.
+    pub engine: apijet_core::Capabilities,
 }
 
 impl Default for ExprLimits {
@@ -112,7 +108,7 @@ impl Default for ExprLimits {
             max_pattern_bytes: 1024,
             max_value_bytes: 16 << 20,
             stored_value_bytes: 1 << 20,
-            engine: apijet_core::Engine::Sqlite,
+            engine: apijet_core::Capabilities::SQLITE,
         }
     }
 }
@@ -131,7 +127,6 @@ impl Default for PlanOptions {
             max_answer_bytes: 16 << 20,
             raw_sql: Default::default(),
             procedures: Default::default(),
-            sort_unordered_groups: true,
             served: keywords::Served {
                 databases: vec!["SQLITE".into()],
                 schemas: vec!["main".into()],

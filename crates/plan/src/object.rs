@@ -358,7 +358,10 @@ impl TablePlan {
             limits: ctx.options.expr,
             echoes,
             procedures,
-            sort_unordered_groups: ctx.options.sort_unordered_groups,
+            // Grouped and DISTINCT lists without `@order` are sorted by their columns where the
+            // engine does not sort them itself, so every engine answers in the order
+            // MariaDB's grouping gives; MariaDB answers in its own order, as the reference.
+            sort_unordered_groups: !ctx.options.expr.engine.sorted_groups,
             hidden_keys,
         };
         plan.admit_parts()?;

@@ -157,7 +157,7 @@ fn trailing_alias(text: &str) -> Option<(&str, &str)> {
 fn raw_column_item(
     segment: &str,
     raw: &RawSql,
-    engine: apijet_core::Engine,
+    engine: apijet_core::Capabilities,
 ) -> Result<Option<SelectItem>, PlanError> {
     let (sql, mut alias) = match raw.get(segment) {
         Some(sql) => (sql.clone(), None),
@@ -178,13 +178,16 @@ fn raw_column_item(
         Some(a) => a,
         None => match trailing_alias(segment) {
             Some((_, name)) => name.to_string(),
-            None if engine == apijet_core::Engine::Postgres && segment.len() > 63 => {
-                return Err(PlanError::Invalid(format!(
-                    "@column: the raw item '{segment}' is longer than the 63 bytes PostgreSQL \
-                     allows for a column name; give it an alias: item:alias"
-                )))
-            }
-            None => segment.to_string(),
+            None => match engine.max_output_name_bytes {
+                Some(max) if segment.len() > max => {
+                    return Err(PlanError::Invalid(format!(
+                        "@column: the raw item '{segment}' is longer than the {max} bytes {} \
+                         allows for a column name; give it an alias: item:alias",
+                        engine.name
+                    )))
+                }
+                _ => segment.to_string(),
+            },
         },
     };
     Ok(Some(SelectItem {
@@ -268,7 +271,7 @@ mod tests {
                 "substring_index(content,'.',1) AS subContent".to_string(),
             ),
         ]);
-        let engine = apijet_core::Engine::MySql;
+        let engine = apijet_core::Capabilities::MYSQL;
         let item = |s: &str| {
             raw_column_item(s, &raw, engine)
                 .expect("ok")

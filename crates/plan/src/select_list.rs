@@ -6,7 +6,7 @@ use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem
 use crate::schema::{ColumnKind, Table};
 use crate::Combine;
 use crate::{ExprLimits, PlanError};
-use apijet_core::Engine;
+use apijet_core::Capabilities;
 use apijet_request::is_name;
 use std::collections::HashMap;
 
@@ -131,18 +131,17 @@ fn split_alias(item: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// PostgreSQL cuts output names at 63 bytes; a longer reference-style name would come back
-/// cut, so it needs an alias there.
-const POSTGRES_NAME_BYTES: usize = 63;
-
-fn output_name(key: String, engine: Engine) -> Result<String, PlanError> {
-    if engine == Engine::Postgres && key.len() > POSTGRES_NAME_BYTES {
-        return Err(PlanError::Invalid(format!(
-            "@column: '{key}' is longer than the {POSTGRES_NAME_BYTES} bytes PostgreSQL allows \
-             for a column name; give it an alias: expression:alias"
-        )));
+/// A reference-style output name, unless the engine would answer it cut (PostgreSQL cuts
+/// them at 63 bytes): such a name needs an alias there.
+fn output_name(key: String, engine: Capabilities) -> Result<String, PlanError> {
+    match engine.max_output_name_bytes {
+        Some(max) if key.len() > max => Err(PlanError::Invalid(format!(
+            "@column: '{key}' is longer than the {max} bytes {} allows for a column name; \
+             give it an alias: expression:alias",
+            engine.name
+        ))),
+        _ => Ok(key),
     }
-    Ok(key)
 }
 
 /// Parses `@column`.
