@@ -31,7 +31,7 @@ mod together;
 use crate::config::Config;
 use crate::pipeline::changes::EVERY_TABLE;
 use crate::pipeline::Pipeline;
-use apijet_core::Engine;
+use apijet_core::Capabilities;
 use registry::Registry;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -60,13 +60,13 @@ pub struct LiveSettings {
 }
 
 impl LiveSettings {
-    /// The settings of `cfg` for a database of `engine`.
-    pub fn of(cfg: &Config, engine: Engine) -> LiveSettings {
+    /// The settings of `cfg` for a database that can do `engine`.
+    pub fn of(cfg: &Config, engine: Capabilities) -> LiveSettings {
         // PostgreSQL hears of other instances' writes (NOTIFY) and, with the triggers, of
         // everyone's; MariaDB and SQLite have no such channel, so they look again.
-        let poll_ms = cfg.live_poll_ms.unwrap_or(match engine {
-            Engine::Postgres => 0,
-            Engine::MySql | Engine::Sqlite => cfg.live_interval_ms,
+        let poll_ms = cfg.live_poll_ms.unwrap_or(match engine.change_feed {
+            true => 0,
+            false => cfg.live_interval_ms,
         });
         LiveSettings {
             enabled: cfg.live,
@@ -105,12 +105,12 @@ pub struct Live {
 impl Live {
     /// Live answers with `settings` over `pipeline`; nothing runs until [`Live::start`].
     pub fn new(settings: LiveSettings, pipeline: Arc<Pipeline>) -> Live {
-        let engine = pipeline.backend.engine();
+        let engine = pipeline.backend.capabilities();
         if settings.enabled {
             pipeline.changes.follow();
         }
         Live {
-            announce: settings.enabled && engine == Engine::Postgres,
+            announce: settings.enabled && engine.change_feed,
             settings,
             pipeline,
             registry: Arc::new(Registry::default()),

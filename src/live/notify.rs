@@ -7,7 +7,7 @@
 //! notifications sent meanwhile are lost.
 
 use super::Live;
-use apijet_core::{Engine, Value};
+use apijet_core::Value;
 use apijet_exec::sink::CollectSink;
 use apijet_exec::{Backend, DbRole, DbUrl};
 use apijet_sql::Statement;
@@ -158,7 +158,7 @@ pub fn trigger_sql(tables: &[String], action: TriggerAction) -> Vec<String> {
 /// tables), printed, installed or removed.
 pub async fn live_triggers(db: &str, action: TriggerAction) -> Result<(), String> {
     let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
-    if url.engine() != Engine::Postgres {
+    if !url.capabilities().change_feed {
         return Err(
             "live-triggers is for PostgreSQL: on MariaDB and SQLite live answers look again \
              every live_poll_ms instead"
