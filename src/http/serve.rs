@@ -46,7 +46,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         header: Duration::from_millis(cfg.header_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
-        probe_clients: state.pipeline.backend.engine() == apijet_core::Engine::Sqlite,
+        probe_clients: state.pipeline.backend.capabilities().in_process,
     };
     let edge = Arc::new(Edge {
         metrics: Arc::clone(&state.pipeline.metrics),
