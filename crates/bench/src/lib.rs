@@ -612,7 +612,7 @@ async fn run_engine(
     }
     let version = format!("{}; {}", db.version, db.durability);
     drop(db);
-    if engine == Engine::Sqlite && !args.keep_data {
+    if engine.embedded() && !args.keep_data {
         let _ = std::fs::remove_dir_all(&data_dir);
     }
     Ok((version, results))
