@@ -195,7 +195,11 @@ pub(crate) fn owner_reach(table: &Table, role: Role, ctx: &Ctx<'_>) -> Option<Ow
 
 impl OwnerReach {
     /// Refuses the value of condition `c` (as bound) when it names an owner out of reach.
-    pub(crate) fn check(&self, c: &crate::cond::CondSpec, value: &Json) -> Result<(), PlanError> {
+    pub(crate) fn check(
+        &self,
+        c: &crate::condition::CondSpec,
+        value: &Json,
+    ) -> Result<(), PlanError> {
         use apijet_request::{Logic, Op};
         if c.key.column != self.owner || c.key.logic != Logic::Default {
             return Ok(());

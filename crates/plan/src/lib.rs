@@ -8,36 +8,27 @@
 #![deny(missing_docs)]
 
 mod access;
-pub mod array;
-mod combine;
-mod cond;
 mod condition;
 mod expr;
-pub mod functions;
 pub mod gate;
 pub mod keywords;
 mod object;
-mod preds;
-pub mod procedure;
 pub mod query;
-pub mod raw;
 pub mod read;
 pub mod schema;
-mod select_list;
 pub mod shape;
-mod table;
 pub mod template;
 pub mod verify;
 pub mod write;
-pub mod write_plan;
 
 pub use access::{lookup, owner_column, visible_columns, OwnerReach};
-pub use combine::Combine;
-pub use cond::{CondSpec, Operand, Resolver, ValueSource};
-pub use condition::check_pattern_budget;
-pub use object::plan_subquery;
+pub use condition::combine::Combine;
+pub use condition::predicate::check_pattern_budget;
+pub use condition::{CondSpec, Operand, Resolver, ValueSource};
+pub use expr::functions;
+pub use object::{plan_subquery, procedure, raw, TablePlan};
 pub use read::percent_decode;
-pub use table::TablePlan;
+pub use write as write_plan;
 
 use apijet_core::{Method, Role};
 use schema::SchemaCache;

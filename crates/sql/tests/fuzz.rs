@@ -355,9 +355,9 @@ fn plan_container(c: &Container, ctx: &Ctx<'_>, dialects: &[&dyn Dialect]) {
                 }
             }
             Node::Array(a) => {
-                let _ = apijet_plan::array::paging(a, &m.key, 100, 100);
+                let _ = apijet_plan::read::paging(a, &m.key, 100, 100);
                 if let Some(j) = &a.join {
-                    let _ = apijet_plan::array::join_specs(j);
+                    let _ = apijet_plan::read::join_specs(j);
                 }
                 plan_container(&a.items, ctx, dialects);
             }

@@ -3,8 +3,9 @@
 
 use super::batch::{self, BatchPlan};
 use super::container::{join, Builder, ContainerPlan, ObjectPlan};
-use crate::array::{self, JoinSpec, Paging};
-use crate::cond::Resolver;
+use super::paging::{self, Paging};
+use crate::condition::Resolver;
+use crate::object::joins::{self, JoinSpec};
 use crate::query::Select;
 use crate::template::Template;
 use crate::{PlanError, TablePlan};
@@ -89,14 +90,14 @@ impl ArrayPlan {
                 return Ok(None);
             };
             if let Some(prefix) = &j.carried {
-                array::carry_vice_columns(&mut select, prefix, &vice_select);
+                joins::carry_vice_columns(&mut select, prefix, &vice_select);
             }
-            array::apply_join(&mut select, &self.main_key, &j.spec, &j.vice, vice_select)?;
-            array::merge_vice_clauses(&mut select, &j.vice);
+            joins::apply_join(&mut select, &self.main_key, &j.spec, &j.vice, vice_select)?;
+            joins::merge_vice_clauses(&mut select, &j.vice);
         }
         if !self.joins.is_empty() {
             let vices: Vec<&TablePlan> = self.joins.iter().map(|j| &j.vice).collect();
-            array::admit_joined(&select, &self.main.table, &vices)?;
+            joins::admit_joined(&select, &self.main.table, &vices)?;
         }
         Ok(Some(select))
     }
@@ -153,7 +154,7 @@ impl ArrayPlan {
 fn weight(m: &Member, max_count: u64) -> u64 {
     match &m.node {
         Node::Table(_) => 1,
-        Node::Array(a) => array::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count),
+        Node::Array(a) => paging::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count),
         _ => 0,
     }
 }
@@ -175,7 +176,7 @@ impl Builder<'_> {
             )));
         }
         self.check_depth(&arr_path, depth)?;
-        let paging = array::paging(a, &arr_path, options.max_count, options.max_page)?;
+        let paging = paging::paging(a, &arr_path, options.max_count, options.max_page)?;
         // The main object is the item's first object: plain values (custom `@` keys) before it
         // are echoed in the item, as the reference keeps them.
         let main_at = a
@@ -200,9 +201,9 @@ impl Builder<'_> {
         let mut carried_at: Vec<(usize, String, TableObject, TablePlan)> = Vec::new();
         let mut json_outputs = main_plan.json_outputs.clone();
         if let Some(j) = &a.join {
-            for spec in array::join_specs(j)? {
+            for spec in joins::join_specs(j)? {
                 if let Some((sub_array, _)) = spec.table_key.split_once('/') {
-                    array::check_app_join_into_array(&spec, sub_array, &item_members)?;
+                    joins::check_app_join_into_array(&spec, sub_array, &item_members)?;
                     continue;
                 }
                 let Some(index) = item_members.iter().position(|m| m.key == spec.table_key) else {
@@ -237,7 +238,7 @@ impl Builder<'_> {
                 let grouped = main_plan.aggregate
                     || !main_plan.group.is_empty()
                     || !vice_plan.group.is_empty();
-                let carried = (array::carries_vice_rows(spec.kind) && !grouped).then(|| {
+                let carried = (joins::carries_vice_rows(spec.kind) && !grouped).then(|| {
                     let prefix = format!("__j{}_", carried_at.len());
                     json_outputs.extend(
                         vice_plan

@@ -21,13 +21,16 @@ mod batch;
 mod cache;
 mod container;
 mod deps;
+pub(crate) mod paging;
 mod refs;
 
+pub use crate::object::joins::{join_specs, JoinSpec};
 pub use arrays::{ArrayPlan, CarriedPlan};
 pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
+pub use paging::{paging, Paging, QueryMode};
 pub use refs::{list_key, percent_decode, References};
 
 use crate::keywords::check_root_keywords;
@@ -169,7 +172,7 @@ impl ReadPlan {
                 Mode::General
             }
             (Node::Array(a), [MemberPlan::Array { plan: Ok(p), key }]) => {
-                if a.join.is_some() || p.paging.mode != crate::array::QueryMode::Rows {
+                if a.join.is_some() || p.paging.mode != paging::QueryMode::Rows {
                     return Mode::General;
                 }
                 if p.is_plain_list(a) {

@@ -2,18 +2,26 @@
 //! execution: [`TablePlan::select`] completes it with the values of references, which exist
 //! only once earlier objects have run, and passes the statement through the column gate.
 
-use crate::combine::Combine;
-use crate::cond::{CondSpec, Operand, Resolver, ValueSource};
-use crate::condition::{self, Outcome};
+pub(crate) mod joins;
+mod plan;
+pub mod procedure;
+pub mod raw;
+pub(crate) mod select_list;
+
+pub use plan::plan_subquery;
+
+use crate::condition::assemble::{cast_values, combine_pred, subquery_pred};
+use crate::condition::combine::Combine;
+use crate::condition::predicate::{self, Outcome};
+use crate::condition::{CondSpec, Operand, Resolver, ValueSource};
 use crate::gate::{self, Known, ObjectParts, PartCondition};
-use crate::preds::{cast_values, combine_pred, subquery_pred};
 use crate::query::{CastType, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
-use crate::select_list::TableNames;
 use crate::template::{SlotCheck, Template};
 use crate::{ExprLimits, PlanError};
 use apijet_core::Role;
 use apijet_request::{Logic, Op};
+use select_list::TableNames;
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,7 +74,7 @@ pub struct TablePlan {
     /// Whether grouped and DISTINCT lists without `@order` get their columns' order.
     pub sort_unordered_groups: bool,
     /// Stored procedures to call after the row is read (`"@name()": "proc(args)"`).
-    pub procedures: Vec<crate::procedure::ProcedureCall>,
+    pub procedures: Vec<procedure::ProcedureCall>,
     /// The hidden columns this object may compare with `=` (see [`crate::gate`]): those a plain
     /// `_column: value` key of a private request names, which its `Request` structure had to
     /// name exactly for verification to pass. Always empty for public requests and subqueries.
@@ -226,7 +234,7 @@ impl TablePlan {
                     Some(v) => Resolved::Value(v),
                     None => continue,
                 },
-                Operand::Raw(sql) => Resolved::Pred(crate::raw::raw_pred(&c.key, &c.lhs, sql)?),
+                Operand::Raw(sql) => Resolved::Pred(raw::raw_pred(&c.key, &c.lhs, sql)?),
             };
             let pred = match value {
                 Resolved::Pred(pred) => pred,
@@ -241,7 +249,7 @@ impl TablePlan {
                             return Ok(None);
                         }
                     }
-                    match condition::build(&c.key, c.lhs.clone(), &value, &names)? {
+                    match predicate::build(&c.key, c.lhs.clone(), &value, &names)? {
                         Outcome::Pred(p) => p,
                         Outcome::Skip => continue,
                         Outcome::NotExist => return Ok(None),

@@ -10,17 +10,18 @@
 use crate::query::{Assign, Delete, Ident, Insert, Select, Update};
 use crate::schema::SchemaCache;
 use crate::verify::ExistenceCheck;
-use crate::{write, Ctx, PlanError, PlanOptions, Visitor};
+use crate::{Ctx, PlanError, PlanOptions, Visitor};
 use apijet_core::{Method, Role, Value};
 use apijet_request::{Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::{Map, Value as Json};
 
-mod rows;
-
-use rows::{insert_step, Written};
-
 mod changes;
+mod rows;
+mod statements;
+
 pub use changes::{writing_call, WritingCall};
+use rows::{insert_step, Written};
+pub use statements::*;
 
 /// What a write is planned for.
 #[derive(Debug, Clone, Copy)]
@@ -340,7 +341,7 @@ fn plan_check(c: &ExistenceCheck, inputs: &WriteInputs<'_>) -> Result<PlannedChe
             method: inputs.method,
         })?;
     Ok(PlannedCheck {
-        count: write::existence_count(table, &c.values, c.exclude_id.as_ref())?,
+        count: statements::existence_count(table, &c.values, c.exclude_id.as_ref())?,
         table: c.table.clone(),
         described: c
             .values
@@ -465,7 +466,7 @@ fn update_step(
     explain: bool,
     ctx: &Ctx<'_>,
 ) -> Result<UpdateStep, PlanError> {
-    let planned = write::update(t, ctx, &mut |_| None)?;
+    let planned = statements::update(t, ctx, &mut |_| None)?;
     let edits = planned
         .array_edits
         .iter()
@@ -478,8 +479,12 @@ fn update_step(
                 .unwrap_or(edit.column.clone());
             Ok(ArrayEditPlan {
                 column: edit.column.clone(),
-                ident: write::column_ident(&planned.plan, &column)?,
-                current: write::current_value(&planned.plan, &planned.update.filter, &edit.column)?,
+                ident: statements::column_ident(&planned.plan, &column)?,
+                current: statements::current_value(
+                    &planned.plan,
+                    &planned.update.filter,
+                    &edit.column,
+                )?,
                 add: edit.add,
                 items: edit.items.clone(),
             })
@@ -511,7 +516,7 @@ fn delete_step(
             .cloned()
             .collect(),
     };
-    let (delete, ids, _plan) = write::delete(&conditions, ctx, &mut |_| None)?;
+    let (delete, ids, _plan) = statements::delete(&conditions, ctx, &mut |_| None)?;
     Ok(DeleteStep {
         key: key.to_string(),
         table: t.key.table.clone(),

@@ -1,7 +1,7 @@
 //! `@column`, `@order`, `@group`, `@having`, `@key` and `@cast` (protocol §4.3).
 
+use crate::expr::functions::{contains_aggregate, contains_window};
 use crate::expr::{check_length, Names, Parser};
-use crate::functions::{contains_aggregate, contains_window};
 use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
 use crate::schema::{ColumnKind, Table};
 use crate::Combine;
@@ -327,7 +327,7 @@ fn having_object(text: &str, names: &TableNames<'_>) -> Result<Pred, PlanError> 
             )));
         };
         if key == "@combine" {
-            combine = Some(crate::combine::parse(v, names.limits.max_depth)?);
+            combine = Some(crate::condition::combine::parse(v, names.limits.max_depth)?);
         } else if key.starts_with('@') {
             return Err(PlanError::Invalid(format!(
                 "@having: key {key} is not allowed; the object form takes names and @combine"
@@ -396,30 +396,14 @@ pub(crate) fn casts(text: &str) -> Result<HashMap<String, CastType>, PlanError> 
                 "@cast: '{item}' must be key:TYPE"
             )));
         };
-        let t = cast_type(ty.trim()).ok_or_else(|| {
+        let t = CastType::parse(ty.trim()).ok_or_else(|| {
             PlanError::WrongType(format!(
-                "@cast: type {} is not supported; use {CAST_TYPES}",
-                ty.trim()
+                "@cast: type {} is not supported; use {}",
+                ty.trim(),
+                CastType::NAMES
             ))
         })?;
         out.insert(key.trim().to_string(), t);
     }
     Ok(out)
-}
-
-/// The type names `@cast` and `cast(x AS type)` accept.
-pub(crate) const CAST_TYPES: &str =
-    "DATE, DATETIME, TIMESTAMP, TIME, SIGNED, UNSIGNED, INTEGER, DECIMAL, CHAR, VARCHAR or TEXT";
-
-/// The cast type named `name` (any letter case).
-pub(crate) fn cast_type(name: &str) -> Option<CastType> {
-    Some(match name.to_ascii_uppercase().as_str() {
-        "DATE" => CastType::Date,
-        "DATETIME" | "TIMESTAMP" => CastType::Timestamp,
-        "TIME" => CastType::Time,
-        "SIGNED" | "UNSIGNED" | "INTEGER" | "INT" | "BIGINT" => CastType::Integer,
-        "DECIMAL" | "NUMERIC" => CastType::Decimal,
-        "CHAR" | "VARCHAR" | "TEXT" => CastType::Text,
-        _ => return None,
-    })
 }

@@ -4,9 +4,9 @@
 //! roles, references and every operator mean the same thing); this module decides which keys
 //! are values and which are conditions, and what the row of an insert holds.
 
-use crate::cond::Resolver;
+use crate::condition::Resolver;
+use crate::object::TablePlan;
 use crate::query::{Assign, Delete, Ident, Update};
-use crate::table::TablePlan;
 use crate::{Ctx, PlanError};
 use apijet_core::Value;
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};

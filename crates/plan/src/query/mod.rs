@@ -220,6 +220,25 @@ pub enum CastType {
     Text,
 }
 
+impl CastType {
+    /// The type names `@cast` and `cast(x AS type)` accept, for messages.
+    pub const NAMES: &'static str =
+        "DATE, DATETIME, TIMESTAMP, TIME, SIGNED, UNSIGNED, INTEGER, DECIMAL, CHAR, VARCHAR or TEXT";
+
+    /// The cast type named `name` (any letter case).
+    pub fn parse(name: &str) -> Option<CastType> {
+        Some(match name.to_ascii_uppercase().as_str() {
+            "DATE" => CastType::Date,
+            "DATETIME" | "TIMESTAMP" => CastType::Timestamp,
+            "TIME" => CastType::Time,
+            "SIGNED" | "UNSIGNED" | "INTEGER" | "INT" | "BIGINT" => CastType::Integer,
+            "DECIMAL" | "NUMERIC" => CastType::Decimal,
+            "CHAR" | "VARCHAR" | "TEXT" => CastType::Text,
+            _ => return None,
+        })
+    }
+}
+
 /// Comparison operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {

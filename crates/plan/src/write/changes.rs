@@ -75,7 +75,7 @@ pub(super) fn changes(steps: &[WriteStep], schema: &SchemaCache) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use crate::schema::{ColumnKind, SchemaCache, Table};
-    use crate::write_plan::{WriteInputs, WritePlan};
+    use crate::write::{WriteInputs, WritePlan};
     use crate::PlanOptions;
     use apijet_core::{Method, Role};
     use apijet_request::Request;

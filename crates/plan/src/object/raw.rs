@@ -7,9 +7,9 @@
 //! always: the reference's `@raw` lets its parser accept operators and SQL words there, which
 //! apijet's grammar accepts anyway.
 
+use super::select_list::{self, ColumnList, TableNames};
 use crate::expr::check_length;
 use crate::query::{CmpOp, Expr, Ident, Pred, SelectItem};
-use crate::select_list::{self, ColumnList, TableNames};
 use crate::PlanError;
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableObject};
 use serde_json::Value as Json;

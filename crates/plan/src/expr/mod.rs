@@ -5,13 +5,14 @@
 //! become bound values. Whatever does not parse is refused with the offending text.
 
 mod forms;
+pub mod functions;
 mod size;
 mod tokens;
 
-use crate::functions::{self, contains_aggregate, FnKind};
 use crate::query::{ArithOp, CmpOp, Expr};
 use crate::{ExprLimits, PlanError};
 use apijet_core::{Capabilities, Value};
+use functions::{contains_aggregate, FnKind};
 pub(crate) use tokens::{tokenize, Tok, Token};
 
 /// How names inside an expression become expressions.

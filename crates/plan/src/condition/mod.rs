@@ -1,5 +1,9 @@
 //! A condition of a table object: its key, its left side and where its value comes from.
 
+pub(crate) mod assemble;
+pub mod combine;
+pub(crate) mod predicate;
+
 use crate::query::{Expr, Quantifier, Select};
 use apijet_request::ConditionKey;
 use serde_json::Value as Json;

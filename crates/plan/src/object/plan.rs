@@ -2,12 +2,12 @@
 //! other objects' results; and the subqueries of objects (`k@: {…}`, `@from@`), planned into
 //! complete statements.
 
-use crate::combine;
-use crate::cond::{CondSpec, Operand};
+use super::select_list::{self, TableNames};
+use super::{TablePlan, FORCED_KEYS};
+use crate::condition::combine;
+use crate::condition::{CondSpec, Operand};
 use crate::expr::check_length;
 use crate::query::{Expr, Ident, Pred, Quantifier, Select, SelectItem};
-use crate::select_list::{self, TableNames};
-use crate::table::{TablePlan, FORCED_KEYS};
 use crate::{access, Ctx, PlanError};
 use apijet_request::{ConditionKey, Op, SubqueryObject, TableEntry, TableObject};
 use serde_json::Value as Json;
@@ -117,7 +117,7 @@ impl TablePlan {
         }
 
         let raw = match kw("raw") {
-            Some(v) => crate::raw::raw_keys(v, obj)?,
+            Some(v) => super::raw::raw_keys(v, obj)?,
             None => Default::default(),
         };
         // `"@column": ""` names no column: the table's own, as the reference reads it (in a
@@ -128,7 +128,7 @@ impl TablePlan {
         let (columns, distinct) = match column_text {
             Some(text) => {
                 let list = if raw.column {
-                    crate::raw::raw_columns(&text, &ctx.options.raw_sql, &names)?
+                    super::raw::raw_columns(&text, &ctx.options.raw_sql, &names)?
                 } else {
                     select_list::columns(&text, &names)?
                 };
@@ -159,7 +159,7 @@ impl TablePlan {
             kw("having&").and_then(text_of),
         ) {
             (Some(t), _) if raw.having => {
-                Some(crate::raw::raw_having(&t, &ctx.options.raw_sql, &names)?)
+                Some(super::raw::raw_having(&t, &ctx.options.raw_sql, &names)?)
             }
             (Some(t), _) => Some(select_list::having(&t, false, &names)?),
             (None, Some(t)) => Some(select_list::having(&t, true, &names)?),
@@ -216,7 +216,7 @@ impl TablePlan {
                     conds.push(CondSpec::new(
                         key.clone(),
                         lhs_of(key, &names)?,
-                        Operand::Raw(crate::raw::raw_fragment(key, value, &ctx.options.raw_sql)?),
+                        Operand::Raw(super::raw::raw_fragment(key, value, &ctx.options.raw_sql)?),
                     ))
                 }
                 TableEntry::Condition { key, .. } | TableEntry::Slot { key, .. } => {
@@ -287,7 +287,7 @@ impl TablePlan {
                             "@{name}: stored procedures are called from GET and GETS only"
                         )));
                     }
-                    procedures.push(crate::procedure::plan_call(
+                    procedures.push(super::procedure::plan_call(
                         name,
                         value,
                         &ctx.options.procedures,
@@ -454,12 +454,12 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             PlanError::Invalid("a subquery needs a table object named by from".into())
         })?;
     let plan = TablePlan::new_at(table, ctx, Place::Subquery)?;
-    let mut no_refs = |_: crate::cond::ValueSource<'_>| None;
+    let mut no_refs = |_: crate::condition::ValueSource<'_>| None;
     let mut select = plan.select(&[], &mut no_refs)?.ok_or_else(|| {
         PlanError::Invalid("a subquery's conditions cannot use references".into())
     })?;
     let specs = match &sq.join {
-        Some(j) => crate::array::join_specs(j)?,
+        Some(j) => super::joins::join_specs(j)?,
         None => Vec::new(),
     };
     for (key, _) in &tables {
@@ -503,8 +503,8 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
             }
             continue;
         };
-        crate::array::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
-        crate::array::merge_vice_clauses(&mut select, &vice_plan);
+        super::joins::apply_join(&mut select, main_key, spec, &vice_plan, vice_select)?;
+        super::joins::merge_vice_clauses(&mut select, &vice_plan);
         select
             .columns
             .extend(vice_output_columns(&vice, &vice_plan, spec.kind));
@@ -512,7 +512,7 @@ pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanE
     }
     if !vices.is_empty() {
         let vices: Vec<&TablePlan> = vices.iter().collect();
-        crate::array::admit_joined(&select, &plan, &vices)?;
+        super::joins::admit_joined(&select, &plan, &vices)?;
     }
     if let Some(c) = sq.count.as_ref().and_then(Json::as_u64) {
         select.limit = Some(c);

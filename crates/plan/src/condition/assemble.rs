@@ -1,7 +1,7 @@
 //! Predicates a table plan builds from its parts: subquery comparisons, `@cast` values and the
 //! `@combine` tree.
 
-use crate::combine::Combine;
+use super::combine::Combine;
 use crate::query::{CastType, CmpOp, Expr, Pred, Quantifier, Select};
 use crate::PlanError;
 use apijet_request::{ConditionKey, Logic, Op};

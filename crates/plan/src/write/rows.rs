@@ -4,7 +4,7 @@
 use super::{calls_of, InsertStep, PlannedRow, RowValue};
 use crate::query::Ident;
 use crate::schema::ColumnKind;
-use crate::{access, write, Ctx, PlanError, TablePlan};
+use crate::{access, Ctx, PlanError, TablePlan};
 use apijet_core::{Role, Value};
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};
 use serde_json::{Map, Value as Json};
@@ -58,10 +58,14 @@ pub(super) fn insert_step(
     type PlanInputs<'o> = (&'o TableKey, Vec<(&'o str, &'o Json)>);
     let mut shared: Option<(PlanInputs<'_>, TablePlan)> = None;
     for t in objects {
-        let inputs = write::insert_plan_inputs(t);
+        let inputs = super::statements::insert_plan_inputs(t);
         let plan = match &mut shared {
             Some((i, p)) if *i == inputs => &*p,
-            slot => &slot.insert((inputs, write::insert_plan(t, ctx)?)).1,
+            slot => {
+                &slot
+                    .insert((inputs, super::statements::insert_plan(t, ctx)?))
+                    .1
+            }
         };
         rows.push(insert_row(plan, t, ctx, written)?);
         calls.push(calls_of(t));
