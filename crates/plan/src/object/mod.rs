@@ -4,6 +4,7 @@
 
 pub(crate) mod joins;
 mod plan;
+mod print;
 pub mod procedure;
 pub mod raw;
 pub(crate) mod select_list;
@@ -299,7 +300,7 @@ impl TablePlan {
             Some(t) => cast_values(pred, *t),
             None => pred,
         };
-        if FORCED_KEYS.contains(&c.key.raw.as_str()) {
+        if self.is_forced(c) {
             forced.push(pred);
         } else if self
             .combine
@@ -310,6 +311,11 @@ impl TablePlan {
         } else {
             plain.push(pred);
         }
+    }
+
+    /// Whether `c` is always AND-ed, whatever `@combine` says.
+    fn is_forced(&self, c: &CondSpec) -> bool {
+        FORCED_KEYS.contains(&c.key.raw.as_str())
     }
 
     /// The table itself as a statement's source: its name, or the catalogue view it reads.

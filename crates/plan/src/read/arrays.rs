@@ -15,12 +15,12 @@ use serde_json::Value as Json;
 
 /// A SQL join of the item's main object with one of its other members (§12.2).
 #[derive(Debug)]
-struct JoinPlan {
-    spec: JoinSpec,
-    vice: TablePlan,
+pub(super) struct JoinPlan {
+    pub(super) spec: JoinSpec,
+    pub(super) vice: TablePlan,
     /// The prefix of the vice's columns in the joined statement, when its rows come with the
     /// main rows.
-    carried: Option<String>,
+    pub(super) carried: Option<String>,
 }
 
 /// A vice object of a SQL join whose rows come with the main rows.
@@ -100,6 +100,11 @@ impl ArrayPlan {
             joins::admit_joined(&select, &self.main.table, &vices)?;
         }
         Ok(Some(select))
+    }
+
+    /// The SQL joins of its page's statement.
+    pub(super) fn joins(&self) -> &[JoinPlan] {
+        &self.joins
     }
 
     /// The statements its page's statement is made of: the main object's, then each joined

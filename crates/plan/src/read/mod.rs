@@ -22,6 +22,7 @@ mod cache;
 mod container;
 mod deps;
 pub(crate) mod paging;
+mod print;
 mod refs;
 
 pub use crate::object::joins::{join_specs, JoinSpec};

@@ -16,6 +16,7 @@ use apijet_request::{Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::{Map, Value as Json};
 
 mod changes;
+mod print;
 mod rows;
 mod statements;
 
