@@ -23,7 +23,7 @@ use apijet_plan::shape::take_values;
 use apijet_plan::write_plan::{WriteInputs, WritePlan};
 use apijet_plan::PlanOptions;
 use apijet_request::Request;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn schema() -> SchemaCache {
     use ColumnKind::*;
@@ -184,55 +184,85 @@ fn parse(text: &str) -> (String, Vec<Case>) {
     (preamble, cases)
 }
 
-fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/printed");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/printed")
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    files
+/// Checks (or, with `APIJET_BLESS=1`, writes) every case of `tests/printed/{topic}.txt`.
+fn check(topic: &str) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/printed")
+        .join(format!("{topic}.txt"));
+    let bless = std::env::var("APIJET_BLESS").is_ok_and(|v| v == "1");
+    let text = std::fs::read_to_string(&file).expect("a topic file");
+    let (mut written, cases) = parse(&text);
+    assert!(!cases.is_empty(), "no cases in {}", file.display());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let got = printed(&case.request);
+        if got.trim_end() != case.expected.trim_end() {
+            failures.push(format!(
+                "{}\n{}\n--- expected\n{}--- printed\n{}",
+                case.title, case.request, case.expected, got
+            ));
+        }
+        written.push_str(&format!(
+            "== {}\n{}\n--\n{}\n\n",
+            case.title,
+            case.request,
+            got.trim_end()
+        ));
+    }
+    if bless {
+        std::fs::write(&file, written).expect("writing the topic file");
+        return;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} printed plans of {topic} differ (APIJET_BLESS=1 writes the new ones):\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
-fn requests_print_the_plans_their_topic_files_hold() {
-    let bless = std::env::var("APIJET_BLESS").is_ok_and(|v| v == "1");
-    let mut failures = Vec::new();
-    let mut count = 0;
-    for file in files() {
-        let text = std::fs::read_to_string(&file).expect("a topic file");
-        let (preamble, cases) = parse(&text);
-        let mut written = preamble;
-        for case in &cases {
-            count += 1;
-            let got = printed(&case.request);
-            if got.trim_end() != case.expected.trim_end() {
-                failures.push(format!(
-                    "{} / {}\n{}\n--- expected\n{}--- printed\n{}",
-                    file.file_name().unwrap_or_default().to_string_lossy(),
-                    case.title,
-                    case.request,
-                    case.expected,
-                    got
-                ));
-            }
-            written.push_str(&format!(
-                "== {}\n{}\n--\n{}\n\n",
-                case.title,
-                case.request,
-                got.trim_end()
-            ));
-        }
-        if bless {
-            std::fs::write(&file, written).expect("writing the topic file");
-        }
-    }
-    assert!(count > 0, "no cases in tests/printed");
-    assert!(
-        bless || failures.is_empty(),
-        "{} of {count} printed plans differ (APIJET_BLESS=1 writes the new ones):\n\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+fn point_lookups() {
+    check("point");
+}
+
+#[test]
+fn lists() {
+    check("list");
+}
+
+#[test]
+fn nested_lists() {
+    check("nested");
+}
+
+#[test]
+fn joins() {
+    check("joins");
+}
+
+#[test]
+fn subqueries() {
+    check("subqueries");
+}
+
+#[test]
+fn functions() {
+    check("functions");
+}
+
+#[test]
+fn references() {
+    check("references");
+}
+
+#[test]
+fn writes() {
+    check("writes");
+}
+
+#[test]
+fn role_filters() {
+    check("roles");
 }
