@@ -8,8 +8,9 @@ mod print;
 pub mod procedure;
 pub mod raw;
 pub(crate) mod select_list;
+mod subquery;
 
-pub use plan::plan_subquery;
+pub use subquery::plan_subquery;
 
 use crate::condition::assemble::{cast_values, combine_pred, subquery_pred};
 use crate::condition::combine::Combine;
@@ -19,8 +20,9 @@ use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::query::{CastType, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
 use crate::template::{SlotCheck, Template};
-use crate::{ExprLimits, PlanError};
+use crate::{Ctx, ExprLimits, PlanError};
 use apijet_core::Role;
+use apijet_request::TableObject;
 use apijet_request::{Logic, Op};
 use select_list::TableNames;
 use serde_json::Value as Json;
@@ -82,10 +84,36 @@ pub struct TablePlan {
     pub hidden_keys: Vec<String>,
 }
 
+/// Where a table object sits in its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// An object of the request (or of an array item), whose answer the client sees; its
+    /// `k-()` functions become conditions when `functions` is set.
+    Object { functions: bool },
+    /// A table of a subquery or `@from@`: its result only feeds another statement.
+    Subquery,
+}
+
 /// The keys always AND-ed, whatever `@combine` says.
 pub(crate) const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
 
 impl TablePlan {
+    /// Plans a table object for `ctx.method`.
+    pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        plan::plan(obj, ctx, Place::Object { functions: false })
+    }
+
+    /// Plans a table object read on its own, whose `k-()` functions run before its statement
+    /// and give conditions (§11): `"id-()": "getCurrentUserId()"` is `id = <their result>`.
+    pub fn with_functions(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        plan::plan(obj, ctx, Place::Object { functions: true })
+    }
+
+    /// Plans a table of a subquery or `@from@`.
+    fn in_subquery(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+        plan::plan(obj, ctx, Place::Subquery)
+    }
+
     /// What the column gate knows of this object.
     pub fn known(&self) -> Known<'_> {
         Known {

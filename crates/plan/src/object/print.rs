@@ -3,6 +3,7 @@
 //! the parent rows of a batch, `getCurrentUserId()` a function run first), before any value
 //! decides what the condition becomes.
 
+use super::joins::JoinPlan;
 use super::TablePlan;
 use crate::condition::combine::Combine;
 use crate::condition::{CondSpec, Operand};
@@ -101,6 +102,28 @@ impl Display for Combined<'_> {
     }
 }
 
+impl TablePlan {
+    /// The conjuncts of the statement's WHERE that `keep` keeps, in the order they are put
+    /// together: the keys always AND-ed, the role's filter, the others, `@combine`.
+    fn where_parts(&self, keep: impl Fn(&CondSpec) -> bool) -> Vec<String> {
+        let combined: Vec<&str> = self.combine.as_ref().map_or(Vec::new(), Combine::keys);
+        let forced = self.conds.iter().filter(|c| self.is_forced(c) && keep(c));
+        let plain = self
+            .conds
+            .iter()
+            .filter(|c| !self.is_forced(c) && !combined.contains(&c.key.raw.as_str()) && keep(c));
+        let mut parts: Vec<String> = forced.map(|c| Cond(c, self).to_string()).collect();
+        parts.extend(self.role_filter.as_ref().map(ToString::to_string));
+        parts.extend(plain.map(|c| Cond(c, self).to_string()));
+        parts.extend(
+            self.combine
+                .as_ref()
+                .map(|c| format!("({})", Combined(c, self))),
+        );
+        parts
+    }
+}
+
 impl Display for TablePlan {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let distinct = if self.distinct { "DISTINCT " } else { "" };
@@ -114,20 +137,7 @@ impl Display for TablePlan {
             Joined(&self.columns, ", "),
             self.alias
         )?;
-        let combined: Vec<&str> = self.combine.as_ref().map_or(Vec::new(), Combine::keys);
-        let forced = self.conds.iter().filter(|c| self.is_forced(c));
-        let plain = self
-            .conds
-            .iter()
-            .filter(|c| !self.is_forced(c) && !combined.contains(&c.key.raw.as_str()));
-        let mut parts: Vec<String> = forced.map(|c| Cond(c, self).to_string()).collect();
-        parts.extend(self.role_filter.as_ref().map(ToString::to_string));
-        parts.extend(plain.map(|c| Cond(c, self).to_string()));
-        parts.extend(
-            self.combine
-                .as_ref()
-                .map(|c| format!("({})", Combined(c, self))),
-        );
+        let parts = self.where_parts(|_| true);
         if !parts.is_empty() {
             write!(f, " WHERE {}", Joined(&parts, " AND "))?;
         }
@@ -166,6 +176,42 @@ impl Display for TablePlan {
                 args.join(", "),
                 p.answer_key
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// A join as it composes the joined statement: its ON clause (the vice's references to the
+/// main object and the ON object's conditions), the vice's own conditions (WHERE, combined as
+/// the join character says), what it selects and what it adds to GROUP BY, HAVING and ORDER
+/// BY.
+impl Display for JoinPlan {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let is_ref = |c: &CondSpec| matches!(c.operand, Operand::Ref(_));
+        let mut on: Vec<String> = self
+            .vice
+            .conds
+            .iter()
+            .filter(|c| is_ref(c))
+            .map(|c| Cond(c, &self.vice).to_string())
+            .collect();
+        if let Some(o) = &self.on {
+            on.extend(o.where_parts(|_| true));
+        }
+        write!(f, "ON {}", Joined(&on, " AND "))?;
+        let own = self.vice.where_parts(|c| !is_ref(c));
+        if !own.is_empty() {
+            write!(f, " WHERE {}", Joined(&own, " AND "))?;
+        }
+        write!(f, " SELECTS {}", Joined(&self.columns, ", "))?;
+        let clauses = Clauses {
+            group: &self.group,
+            having: self.having.as_ref(),
+            order: &self.order,
+        };
+        write!(f, "{clauses}")?;
+        if self.reads_own_statement() {
+            write!(f, " [through {}]", self.vice)?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use super::batch::{self, BatchPlan};
 use super::container::{join, Builder, ContainerPlan, ObjectPlan};
 use super::paging::{self, Paging};
 use crate::condition::Resolver;
-use crate::object::joins::{self, JoinSpec};
+use crate::object::joins::{self, JoinPlan};
 use crate::query::Select;
 use crate::template::Template;
 use crate::{PlanError, TablePlan};
@@ -15,9 +15,8 @@ use serde_json::Value as Json;
 
 /// A SQL join of the item's main object with one of its other members (§12.2).
 #[derive(Debug)]
-pub(super) struct JoinPlan {
-    pub(super) spec: JoinSpec,
-    pub(super) vice: TablePlan,
+pub(super) struct ItemJoin {
+    pub(super) join: JoinPlan,
     /// The prefix of the vice's columns in the joined statement, when its rows come with the
     /// main rows.
     pub(super) carried: Option<String>,
@@ -48,7 +47,7 @@ pub struct ArrayPlan {
     pub main_key: String,
     /// The item's main object: its statement gives the page's rows.
     pub main: ObjectPlan,
-    joins: Vec<JoinPlan>,
+    joins: Vec<ItemJoin>,
     /// The vice objects whose rows come with the main rows.
     pub carried: Vec<CarriedPlan>,
     /// The keys of the item's other members, in request order.
@@ -86,31 +85,33 @@ impl ArrayPlan {
             return Ok(None);
         };
         for j in &self.joins {
-            let Some(vice_select) = j.vice.select_without_refs(values)? else {
+            if !j.join.apply(&mut select, &self.main_key, values)? {
                 return Ok(None);
-            };
-            if let Some(prefix) = &j.carried {
-                joins::carry_vice_columns(&mut select, prefix, &vice_select);
             }
-            joins::apply_join(&mut select, &self.main_key, &j.spec, &j.vice, vice_select)?;
-            joins::merge_vice_clauses(&mut select, &j.vice);
+            if let Some(prefix) = &j.carried {
+                select.columns.extend(j.join.columns_as(prefix));
+            }
         }
         if !self.joins.is_empty() {
-            let vices: Vec<&TablePlan> = self.joins.iter().map(|j| &j.vice).collect();
-            joins::admit_joined(&select, &self.main.table, &vices)?;
+            let joined: Vec<&JoinPlan> = self.joins.iter().map(|j| &j.join).collect();
+            joins::admit_joined(&select, &self.main.table, &joined)?;
         }
         Ok(Some(select))
     }
 
     /// The SQL joins of its page's statement.
-    pub(super) fn joins(&self) -> &[JoinPlan] {
+    pub(super) fn joins(&self) -> &[ItemJoin] {
         &self.joins
     }
 
     /// The statements its page's statement is made of: the main object's, then each joined
     /// object's.
     pub fn plans(&self) -> impl Iterator<Item = &TablePlan> {
-        std::iter::once(&self.main.table).chain(self.joins.iter().map(|j| &j.vice))
+        std::iter::once(&self.main.table).chain(
+            self.joins
+                .iter()
+                .flat_map(|j| std::iter::once(&j.join.vice).chain(&j.join.on)),
+        )
     }
 
     /// The count of the rows `select` (from [`ArrayPlan::select`]) pages through.
@@ -217,48 +218,42 @@ impl Builder<'_> {
                         spec.table_key
                     )));
                 };
-                let slot = &mut item_members[index];
-                let Node::Table(vice) = &mut slot.node else {
+                let Node::Table(vice) = &item_members[index].node else {
                     return Err(PlanError::Invalid(format!(
                         "join: {} is not a table object",
                         spec.table_key
                     )));
                 };
-                if let Some(Json::Object(extra)) = &spec.extra {
-                    let extra = TableObject::from_map(vice.key.clone(), extra.clone())
-                        .map_err(|e| PlanError::Invalid(e.to_string()))?;
-                    *vice = vice.merged(&extra);
-                }
+                // An APP JOIN is the vice read for all items at once, as any member may be.
                 if spec.kind == '@' {
                     continue;
                 }
-                if matches!(spec.kind, '&' | '<' | '>' | ')') {
+                if joins::carries_vice_rows(spec.kind) {
                     quiet.push(spec.table_key.clone());
                 }
                 let vice_plan = TablePlan::new(vice, &self.ctx())?;
                 self.note(&vice_plan);
-                // A grouped join answers one row per group: which vice row MySQL pairs with it
-                // is arbitrary and PostgreSQL refuses the ungrouped columns, so the vice
-                // object is queried on its own there.
-                let grouped = main_plan.aggregate
-                    || !main_plan.group.is_empty()
-                    || !vice_plan.group.is_empty();
-                let carried = (joins::carries_vice_rows(spec.kind) && !grouped).then(|| {
+                let (on, on_names_columns) = match joins::on_object(&spec, vice)? {
+                    Some(on) => {
+                        let plan = TablePlan::new(&on, &self.ctx())?;
+                        self.note(&plan);
+                        (Some(plan), joins::names_columns(&on))
+                    }
+                    None => (None, false),
+                };
+                let join = JoinPlan::new(spec, vice_plan, on, on_names_columns)?;
+                // The vice's answer is its part of the joined row, grouped with it.
+                let carried = join.carries_rows().then(|| {
                     let prefix = format!("__j{}_", carried_at.len());
-                    json_outputs.extend(
-                        vice_plan
-                            .json_outputs
-                            .iter()
-                            .map(|o| format!("{prefix}{o}")),
-                    );
-                    carried_at.push((index, prefix.clone(), vice.clone(), vice_plan.clone()));
+                    let outputs = match (&join.on, on_names_columns) {
+                        (Some(on), true) => &on.json_outputs,
+                        _ => &join.vice.json_outputs,
+                    };
+                    json_outputs.extend(outputs.iter().map(|o| format!("{prefix}{o}")));
+                    carried_at.push((index, prefix.clone(), vice.clone(), join.vice.clone()));
                     prefix
                 });
-                joins.push(JoinPlan {
-                    spec,
-                    vice: vice_plan,
-                    carried,
-                });
+                joins.push(ItemJoin { join, carried });
             }
         }
         let item_path = format!("{arr_path}/0");

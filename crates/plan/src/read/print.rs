@@ -147,8 +147,8 @@ fn array(out: &mut String, key: &str, a: &ArrayPlan, depth: usize) {
     );
     row_work(out, &a.main, depth + 1);
     for j in a.joins() {
-        let on = j
-            .spec
+        let spec = &j.join.spec;
+        let on = spec
             .on_key
             .as_deref()
             .map_or(String::new(), |k| format!("/{k}"));
@@ -161,7 +161,7 @@ fn array(out: &mut String, key: &str, a: &ArrayPlan, depth: usize) {
             depth,
             format_args!(
                 "join {}/{}{on}: {}{carried}",
-                j.spec.kind, j.spec.table_key, j.vice
+                spec.kind, spec.table_key, j.join
             ),
         );
     }
