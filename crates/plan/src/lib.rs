@@ -151,6 +151,13 @@ pub struct Ctx<'a> {
     pub trusted: bool,
 }
 
+impl Ctx<'_> {
+    /// The subquery named `name` before (`"sq@": {…}`), for `"k{}@": "sq"` and `"@from@": "sq"`.
+    pub(crate) fn named_subquery(&self, name: &str) -> Option<query::Select> {
+        self.subqueries.and_then(|m| m.get(name)).cloned()
+    }
+}
+
 /// Why a request cannot be planned. Each variant maps to one APIJSON code in `response`.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {

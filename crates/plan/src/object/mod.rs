@@ -1,30 +1,30 @@
-//! The plan of one table object ([`TablePlan`], made by `object`) and what it becomes per
-//! execution: [`TablePlan::select`] completes it with the values of references, which exist
-//! only once earlier objects have run, and passes the statement through the column gate.
+//! A table object: its plan ([`TablePlan`]), everything about its statement that does not
+//! depend on other objects' results, made from the object's keys by the keyword families of
+//! this module (`plan`), and what it becomes per execution (`bind`).
 
+mod bind;
+mod clauses;
+mod columns;
+mod conditions;
 pub(crate) mod joins;
 mod plan;
 mod print;
 pub mod procedure;
 pub mod raw;
 pub(crate) mod select_list;
+mod source;
 mod subquery;
 
 pub use subquery::plan_subquery;
 
-use crate::condition::assemble::{cast_values, combine_pred, subquery_pred};
 use crate::condition::combine::Combine;
-use crate::condition::predicate::{self, Outcome};
-use crate::condition::{CondSpec, Operand, Resolver, ValueSource};
+use crate::condition::{CondSpec, Operand};
 use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::query::{CastType, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
-use crate::template::{SlotCheck, Template};
 use crate::{Ctx, ExprLimits, PlanError};
 use apijet_core::Role;
-use apijet_request::TableObject;
-use apijet_request::{Logic, Op};
-use select_list::TableNames;
+use apijet_request::{TableEntry, TableObject};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -94,6 +94,36 @@ enum Place {
     Subquery,
 }
 
+/// The `@` keywords of one table object, by name.
+#[derive(Clone, Copy)]
+struct Keywords<'o>(&'o TableObject);
+
+impl<'o> Keywords<'o> {
+    /// The value of `@name`.
+    fn value(self, name: &str) -> Option<&'o Json> {
+        self.0.entries.iter().find_map(|e| match e {
+            TableEntry::Keyword { name: n, value } if n == name => Some(value),
+            _ => None,
+        })
+    }
+
+    /// The text of `@name`: a string as it is, another value as its JSON text, null as none.
+    fn text(self, name: &str) -> Option<String> {
+        match self.value(name)? {
+            Json::String(s) => Some(s.clone()),
+            Json::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// The comma-separated items of `@name` (`@json`, `@string`, `@trim`).
+    fn list(self, name: &str) -> Vec<String> {
+        self.text(name)
+            .map(|t| t.split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default()
+    }
+}
+
 /// The keys always AND-ed, whatever `@combine` says.
 pub(crate) const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
 
@@ -145,200 +175,6 @@ impl TablePlan {
             },
         });
         gate::admit_object(&parts, conds)
-    }
-
-    /// The concrete query with the request's `values` in their slots and the references'
-    /// values; `None` when the object cannot match (a null reference, `id` ≤ 0, an empty `id{}`
-    /// list): no SQL runs and its key is omitted.
-    pub fn select(
-        &self,
-        values: &[Json],
-        resolve: Resolver<'_>,
-    ) -> Result<Option<Select>, PlanError> {
-        self.build(&mut Binding::Values(values, Some(resolve)))
-    }
-
-    /// The query without its reference conditions: the vice side of a SQL join, whose
-    /// references become the ON clause instead.
-    pub fn select_without_refs(&self, values: &[Json]) -> Result<Option<Select>, PlanError> {
-        self.build(&mut Binding::Values(values, None))
-    }
-
-    /// The query as every request of the shape makes it, when each of its request values is
-    /// only bound (see [`Template`]): its slots in place, passed through the column gate.
-    pub fn template(&self) -> Option<Template> {
-        let mut checks = Vec::new();
-        let select = self.build(&mut Binding::Slots(&mut checks)).ok()??;
-        Some(Template {
-            select,
-            checks,
-            text: Default::default(),
-        })
-    }
-
-    /// The value of a literal or slot condition, in the form its keywords give it.
-    fn bound(&self, c: &CondSpec, values: &[Json]) -> Result<Option<Json>, PlanError> {
-        Ok(match &c.operand {
-            Operand::Literal(v) => Some(c.shaped(v)),
-            Operand::Slot(i) => Some(c.shaped(values.get(*i).ok_or_else(|| {
-                PlanError::Invalid(format!("{}: the request has no value for it", c.key.raw))
-            })?)),
-            _ => None,
-        })
-    }
-
-    fn build(&self, binding: &mut Binding<'_, '_>) -> Result<Option<Select>, PlanError> {
-        if let Some(reach) = &self.owner_reach {
-            let Binding::Values(values, _) = binding else {
-                // The owner ids a request may name are checked on its values.
-                return Ok(None);
-            };
-            for c in &self.conds {
-                if let Some(v) = self.bound(c, values)? {
-                    reach.check(c, &v)?;
-                }
-            }
-        }
-        // Expressions in condition values (`"len{}":"length(len)>1"`) name the columns of
-        // the `@from@` derived table, as the keys do, not those of the base table.
-        let names = TableNames {
-            table: &self.table,
-            limits: self.limits,
-            subquery_columns: self.from.as_ref().map(|s| {
-                s.columns
-                    .iter()
-                    .map(|c| c.alias.as_str().to_string())
-                    .collect()
-            }),
-            qualifier: self.alias.clone(),
-            keys: HashMap::new(),
-            select_aliases: Vec::new(),
-            alias_as_expr: false,
-        };
-        let mut forced = Vec::new();
-        let mut plain = Vec::new();
-        let mut by_key: HashMap<&str, Pred> = HashMap::new();
-        for c in &self.conds {
-            let (values, resolve) = match binding {
-                Binding::Values(values, resolve) => (*values, resolve),
-                Binding::Slots(checks) => match (&c.operand, c.slot_check()) {
-                    (Operand::Slot(slot), Some((op, check))) => {
-                        checks.push((*slot, check));
-                        let pred = Pred::Cmp(c.lhs.clone(), op, Expr::Slot(*slot));
-                        self.place(c, pred, &mut forced, &mut plain, &mut by_key);
-                        continue;
-                    }
-                    (Operand::Literal(_) | Operand::Subquery(..) | Operand::Raw(_), _) => {
-                        (&[][..], &mut None)
-                    }
-                    // A value that is not only bound, or one known only while the plan runs.
-                    _ => return Ok(None),
-                },
-            };
-            let value = match &c.operand {
-                Operand::Subquery(sub, range) => {
-                    Resolved::Pred(subquery_pred(&c.key, &c.lhs, sub, *range)?)
-                }
-                Operand::Ref(path) => match resolve.as_mut().map(|r| r(ValueSource::Path(path))) {
-                    None => continue,
-                    Some(Some(v)) if !v.is_null() => Resolved::Value(v),
-                    Some(_) => return Ok(None),
-                },
-                Operand::Function(call) => {
-                    match resolve
-                        .as_mut()
-                        .and_then(|r| r(ValueSource::Function(call)))
-                    {
-                        Some(v) => Resolved::Value(v),
-                        None => continue,
-                    }
-                }
-                Operand::Parent(n) => {
-                    match resolve.as_mut().and_then(|r| r(ValueSource::Parent(*n))) {
-                        Some(v) => Resolved::Value(v),
-                        None => return Ok(None),
-                    }
-                }
-                Operand::Literal(_) | Operand::Slot(_) => match self.bound(c, values)? {
-                    Some(v) => Resolved::Value(v),
-                    None => continue,
-                },
-                Operand::Raw(sql) => Resolved::Pred(raw::raw_pred(&c.key, &c.lhs, sql)?),
-            };
-            let pred = match value {
-                Resolved::Pred(pred) => pred,
-                Resolved::Value(value) => {
-                    if c.key.column == "id" && c.key.op == Op::Eq && c.key.logic == Logic::Default {
-                        let gone = match &value {
-                            Json::Number(n) => n.as_f64().is_some_and(|f| f <= 0.0),
-                            Json::String(s) => s.is_empty(),
-                            _ => false,
-                        };
-                        if gone {
-                            return Ok(None);
-                        }
-                    }
-                    match predicate::build(&c.key, c.lhs.clone(), &value, &names)? {
-                        Outcome::Pred(p) => p,
-                        Outcome::Skip => continue,
-                        Outcome::NotExist => return Ok(None),
-                    }
-                }
-            };
-            self.place(c, pred, &mut forced, &mut plain, &mut by_key);
-        }
-        let mut all = forced;
-        all.extend(self.role_filter.clone());
-        all.extend(plain);
-        if let Some(cb) = &self.combine {
-            all.push(combine_pred(cb, &by_key));
-        }
-        let source = match &self.from {
-            Some(sub) => Source::Select(sub.clone()),
-            None => self.table_source(),
-        };
-        let select = Select {
-            distinct: self.distinct,
-            columns: self.columns.clone(),
-            source,
-            alias: self.alias.clone(),
-            joins: Vec::new(),
-            filter: (!all.is_empty()).then_some(Pred::And(all)),
-            group: self.group.clone(),
-            having: self.having.clone(),
-            order: self.default_order(),
-            limit: None,
-            offset: 0,
-        };
-        gate::admit_select(&select, &[self.known()])?;
-        Ok(Some(select))
-    }
-
-    /// Puts a condition's predicate (cast by `@cast`) where it belongs in WHERE: with the
-    /// keys always AND-ed, under `@combine`, or with the others.
-    fn place<'c>(
-        &self,
-        c: &'c CondSpec,
-        pred: Pred,
-        forced: &mut Vec<Pred>,
-        plain: &mut Vec<Pred>,
-        by_key: &mut HashMap<&'c str, Pred>,
-    ) {
-        let pred = match self.casts.get(&c.key.raw) {
-            Some(t) => cast_values(pred, *t),
-            None => pred,
-        };
-        if self.is_forced(c) {
-            forced.push(pred);
-        } else if self
-            .combine
-            .as_ref()
-            .is_some_and(|cb| cb.keys().contains(&c.key.raw.as_str()))
-        {
-            by_key.insert(&c.key.raw, pred);
-        } else {
-            plain.push(pred);
-        }
     }
 
     /// Whether `c` is always AND-ed, whatever `@combine` says.
@@ -405,19 +241,4 @@ impl TablePlan {
     fn columns_explicit(&self) -> bool {
         self.columns.len() == 1 && self.table.columns.len() > 1
     }
-}
-
-/// A condition's value once references are looked up.
-enum Resolved {
-    Pred(Pred),
-    Value(Json),
-}
-
-/// How [`TablePlan::build`] takes the values of conditions.
-enum Binding<'v, 'r> {
-    /// The request's values, and the references' (none: without references).
-    Values(&'v [Json], Option<Resolver<'r>>),
-    /// The request's values as slots, for a [`Template`]: the slots each bound value takes,
-    /// with what its value must be.
-    Slots(&'v mut Vec<(usize, SlotCheck)>),
 }
