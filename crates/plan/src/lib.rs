@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod access;
+pub mod call;
 mod condition;
 mod expr;
 pub mod gate;

@@ -323,7 +323,9 @@ impl<'a> Reader<'a> {
         let pre = functions::pre_functions(&object.table, self.env.visitor)?;
         let mut resolve = |v: ValueSource<'_>| match v {
             ValueSource::Path(p) => self.resolve(p, container),
-            ValueSource::Function(call) => pre.iter().find(|(c, _)| *c == call)?.1.clone(),
+            ValueSource::Function(call) => {
+                pre.iter().find(|(c, _)| std::ptr::eq(*c, call))?.1.clone()
+            }
             ValueSource::Parent(_) => None,
         };
         Ok(object.table.select(self.env.values, &mut resolve)?)

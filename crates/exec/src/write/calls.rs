@@ -6,6 +6,7 @@ use crate::backend::Tx;
 use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::Value;
+use apijet_plan::call::Planned;
 use apijet_plan::write;
 use apijet_plan::write_plan::ObjectCalls;
 use apijet_sql::{render, render_delete};
@@ -41,7 +42,7 @@ pub(super) async fn after(
 /// The demo's functions that write: deleting a moment's comments, a comment's replies.
 async fn write_function(
     tx: &mut Tx<'_>,
-    call: &str,
+    call: &Planned,
     values: &Map<String, Json>,
     env: &WriteEnv<'_>,
 ) -> Result<Option<Json>, ExecError> {

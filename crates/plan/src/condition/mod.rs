@@ -19,7 +19,7 @@ pub enum Operand {
     /// A path to another object's result, resolved at execution.
     Ref(String),
     /// The result of the object's `k-()` function, run before its statement.
-    Function(String),
+    Function(crate::call::Planned),
     /// Every parent item's value of link `n`: the IN list of a member batched for all the
     /// items of its array.
     Parent(usize),
@@ -59,8 +59,8 @@ impl CondSpec {
 pub enum ValueSource<'a> {
     /// A reference path to an earlier result (`"id@": "/Moment/userId"`).
     Path(&'a str),
-    /// A `k-()` function's call text: its result (none: no condition).
-    Function(&'a str),
+    /// A `k-()` function's call: its result (none: no condition).
+    Function(&'a crate::call::Planned),
     /// Every parent item's value of link `n` (see [`Operand::Parent`]), as one JSON array.
     Parent(usize),
 }

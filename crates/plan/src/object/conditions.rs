@@ -80,7 +80,7 @@ pub(super) fn conditions(
                 conds.push(shaped(CondSpec::new(
                     key,
                     lhs,
-                    Operand::Function(call.clone()),
+                    Operand::Function(crate::call::Call::read(call)),
                 )));
             }
             TableEntry::RefCondition { key, path } => conds.push(CondSpec::new(

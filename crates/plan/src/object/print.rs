@@ -62,7 +62,8 @@ impl Display for Operand {
             Operand::Literal(v) => write!(f, "{v}"),
             Operand::Slot(i) => write!(f, "${i}"),
             Operand::Ref(path) => write!(f, "@{path}"),
-            Operand::Function(call) => write!(f, "{call}"),
+            Operand::Function(Ok(call)) => write!(f, "{call}"),
+            Operand::Function(Err(e)) => write!(f, "(error: {e})"),
             Operand::Parent(n) => write!(f, "parents[{n}]"),
             Operand::Subquery(s, q) => {
                 let q = match q {

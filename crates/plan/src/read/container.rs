@@ -2,6 +2,7 @@
 //! the plan of a table object with what runs on its row ([`ObjectPlan`]).
 
 use super::{ArrayPlan, Dependencies, ReadInputs};
+use crate::call::{Call, Planned};
 use crate::query::Select;
 use crate::template::Template;
 use crate::{plan_subquery, Ctx, PlanError, TablePlan};
@@ -50,8 +51,8 @@ pub enum MemberPlan {
     Function {
         /// The answer key.
         name: String,
-        /// The call text.
-        call: String,
+        /// The call.
+        call: Planned,
     },
     /// `"name()": "getCurrentUser()"`: the visitor's `User` row (none when not logged in).
     CurrentUser {
@@ -80,8 +81,8 @@ pub struct ObjectPlan {
     /// Its statement.
     pub table: TablePlan,
     /// `k()` and `k+()` functions run on the row, in request order: the answer key and the
-    /// call text.
-    pub functions: Vec<(String, String)>,
+    /// call.
+    pub functions: Vec<(String, Planned)>,
     /// The objects and arrays nested in it, read once its row is there.
     pub children: ContainerPlan,
     /// Its statement (one row) written once for the shape, when the request's values are
@@ -250,7 +251,7 @@ impl<'a> Builder<'a> {
                     } else {
                         MemberPlan::Function {
                             name: name.to_string(),
-                            call: call.clone(),
+                            call: self.call(call),
                         }
                     }
                 }
@@ -280,6 +281,13 @@ impl<'a> Builder<'a> {
             out.push(member);
         }
         ContainerPlan { members: out }
+    }
+
+    /// A remote function call, read; one that cannot be read is kept as its error.
+    fn call(&mut self, text: &str) -> Planned {
+        let call = Call::read(text);
+        self.has_errors |= call.is_err();
+        call
     }
 
     fn fail(&mut self, e: PlanError) -> MemberPlan {
@@ -319,10 +327,11 @@ impl<'a> Builder<'a> {
             .filter_map(|e| match e {
                 TableEntry::Function { key, call } if !key.ends_with("-()") => Some((
                     key.trim_end_matches("()").trim_end_matches('+').to_string(),
-                    call.clone(),
+                    call,
                 )),
                 _ => None,
             })
+            .map(|(name, call)| (name, self.call(call)))
             .collect();
         // A count answers no row, so nothing nested in it is read.
         let children = if self.inputs.method.is_count() {

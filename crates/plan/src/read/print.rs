@@ -12,6 +12,7 @@ use super::batch::{BatchKind, BatchPlan};
 use super::container::{ContainerPlan, MemberPlan, ObjectPlan};
 use super::paging::QueryMode;
 use super::{Mode, ReadPlan};
+use crate::call::Planned;
 use crate::PlanError;
 use std::fmt::{self, Display, Formatter, Write};
 
@@ -78,9 +79,7 @@ fn container(out: &mut String, c: &ContainerPlan, depth: usize) {
             MemberPlan::Subquery { name } => {
                 line(out, depth, format_args!("{name}: named subquery"));
             }
-            MemberPlan::Function { name, call } => {
-                line(out, depth, format_args!("{name}: function {call}"));
-            }
+            MemberPlan::Function { name, call } => function(out, name, call, depth),
             MemberPlan::CurrentUser { name, plan } => match plan {
                 None => line(out, depth, format_args!("{name}: current user (none)")),
                 Some(Ok(o)) => object(out, &format!("{name}: current user"), o, depth),
@@ -108,9 +107,16 @@ fn object(out: &mut String, key: &str, o: &ObjectPlan, depth: usize) {
 /// The functions and children run on an object's row.
 fn row_work(out: &mut String, o: &ObjectPlan, depth: usize) {
     for (name, call) in &o.functions {
-        line(out, depth, format_args!("{name}: function {call}"));
+        function(out, name, call, depth);
     }
     container(out, &o.children, depth);
+}
+
+fn function(out: &mut String, name: &str, call: &Planned, depth: usize) {
+    match call {
+        Ok(call) => line(out, depth, format_args!("{name}: function {call}")),
+        Err(e) => failed(out, depth, name, e),
+    }
 }
 
 fn array(out: &mut String, key: &str, a: &ArrayPlan, depth: usize) {

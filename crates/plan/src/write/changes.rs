@@ -2,6 +2,7 @@
 //! objects that write themselves, told to whoever follows changes once the write commits.
 
 use super::{ObjectCalls, WriteStep};
+use crate::call::{Arg, Function, Planned};
 use crate::schema::SchemaCache;
 
 /// A remote function run after a written object that writes itself: the demo's deletions of a
@@ -16,11 +17,16 @@ pub struct WritingCall {
     pub recursive: bool,
 }
 
-/// The function `call` is, when it writes.
-pub fn writing_call(call: &str) -> Option<WritingCall> {
-    let (column, recursive) = match call {
-        "deleteCommentOfMoment(id)" => ("momentId", false),
-        "deleteChildComment(id)" => ("toId", true),
+/// The function `call` is, when it writes: the demo's deletions, of the written object's
+/// `id`.
+pub fn writing_call(call: &Planned) -> Option<WritingCall> {
+    let call = call.as_ref().ok()?;
+    if call.args != [Arg::Key("id".into())] {
+        return None;
+    }
+    let (column, recursive) = match call.function {
+        Function::DeleteCommentOfMoment => ("momentId", false),
+        Function::DeleteChildComment => ("toId", true),
         _ => return None,
     };
     Some(WritingCall {

@@ -7,6 +7,7 @@
 //! earlier object of the request got ([`RowValue::IdOf`]). A member that cannot be planned is
 //! kept as its error, raised when the write reaches it.
 
+use crate::call::{Call, Planned};
 use crate::query::{Assign, Delete, Ident, Insert, Select, Update};
 use crate::schema::SchemaCache;
 use crate::verify::ExistenceCheck;
@@ -101,9 +102,9 @@ pub struct ObjectCalls {
     /// The plain `column: value` pairs of the object: the functions' arguments.
     pub values: Map<String, Json>,
     /// `k-()` validations, run before the statement.
-    pub before: Vec<String>,
+    pub before: Vec<Planned>,
     /// `k()` calls run after it, whose results join the answer: the answer key and the call.
-    pub after: Vec<(String, String)>,
+    pub after: Vec<(String, Planned)>,
 }
 
 /// A value of an inserted row.
@@ -373,10 +374,10 @@ fn calls_of(t: &TableObject) -> ObjectCalls {
     for e in &t.entries {
         if let TableEntry::Function { key, call } = e {
             if key.ends_with("-()") {
-                calls.before.push(call.clone());
+                calls.before.push(Call::read(call));
             } else {
                 let name = key.trim_end_matches("()").trim_end_matches('+');
-                calls.after.push((name.to_string(), call.clone()));
+                calls.after.push((name.to_string(), Call::read(call)));
             }
         }
     }

@@ -4,6 +4,7 @@
 //! functions run before and after it.
 
 use super::{ObjectCalls, RowValue, WritePlan, WriteStep};
+use crate::call::Planned;
 use crate::query::print::{Joined, Literal};
 use std::fmt::{self, Display, Formatter, Write};
 
@@ -87,11 +88,15 @@ impl Display for WritePlan {
 }
 
 fn write_calls(f: &mut Formatter<'_>, calls: &ObjectCalls, indent: &str) -> fmt::Result {
+    let text = |c: &Planned| match c {
+        Ok(call) => call.to_string(),
+        Err(e) => format!("(error: {e})"),
+    };
     for call in &calls.before {
-        writeln!(f, "{indent}before: {call}")?;
+        writeln!(f, "{indent}before: {}", text(call))?;
     }
     for (name, call) in &calls.after {
-        writeln!(f, "{indent}after: {name} = {call}")?;
+        writeln!(f, "{indent}after: {name} = {}", text(call))?;
     }
     Ok(())
 }
