@@ -24,11 +24,11 @@ pub mod write;
 
 pub use access::{lookup, owner_column, visible_columns, OwnerReach};
 pub use condition::combine::Combine;
+pub use condition::path::RefPath;
 pub use condition::predicate::check_pattern_budget;
 pub use condition::{CondSpec, Operand, Resolver, ValueSource};
 pub use expr::functions;
 pub use object::{plan_subquery, procedure, raw, TablePlan};
-pub use read::percent_decode;
 pub use write as write_plan;
 
 use apijet_core::{Method, Role};

@@ -24,7 +24,7 @@ use crate::ExecError;
 use apijet_plan::query::Select;
 use apijet_plan::read::{Mode, ObjectPlan, ReadPlan};
 use apijet_plan::template::Template;
-use apijet_plan::{percent_decode, PlanError, PlanOptions, ValueSource, Visitor};
+use apijet_plan::{PlanError, PlanOptions, RefPath, ValueSource, Visitor};
 use apijet_sql::{render, render_template, Dialect, Statement};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -280,12 +280,12 @@ impl<'a> Reader<'a> {
             .is_some_and(|after| self.held_bytes.load(std::sync::atomic::Ordering::Relaxed) > after)
     }
 
-    /// Resolves a reference path against results produced so far.
-    fn resolve(&self, path: &str, container: &str) -> Option<Json> {
-        let decoded = percent_decode(path);
-        let mut full = match decoded.strip_prefix('/') {
-            Some(rel) => join(container, rel),
-            None => decoded,
+    /// Resolves a reference path against results produced so far: from the container it is
+    /// in, with the indices of the items being built for the arrays it names without one.
+    fn resolve(&self, path: &RefPath, container: &str) -> Option<Json> {
+        let mut full = match path.is_relative() {
+            true => join(container, path.path()),
+            false => path.path().to_string(),
         };
         for (apath, i) in &self.scopes {
             let prefix = format!("{apath}/");

@@ -2,6 +2,7 @@
 
 pub(crate) mod assemble;
 pub mod combine;
+pub mod path;
 pub(crate) mod predicate;
 
 use crate::query::{Expr, Quantifier, Select};
@@ -17,7 +18,7 @@ pub enum Operand {
     /// The request's value in this slot (see [`crate::shape`]), bound per execution.
     Slot(usize),
     /// A path to another object's result, resolved at execution.
-    Ref(String),
+    Ref(path::RefPath),
     /// The result of the object's `k-()` function, run before its statement.
     Function(crate::call::Planned),
     /// Every parent item's value of link `n`: the IN list of a member batched for all the
@@ -58,7 +59,7 @@ impl CondSpec {
 #[derive(Debug, Clone, Copy)]
 pub enum ValueSource<'a> {
     /// A reference path to an earlier result (`"id@": "/Moment/userId"`).
-    Path(&'a str),
+    Path(&'a path::RefPath),
     /// A `k-()` function's call: its result (none: no condition).
     Function(&'a crate::call::Planned),
     /// Every parent item's value of link `n` (see [`Operand::Parent`]), as one JSON array.

@@ -8,6 +8,7 @@ use super::raw::RawMarks;
 use super::select_list::{self, TableNames};
 use super::{Keywords, Place, FORCED_KEYS};
 use crate::condition::combine::{self, Combine};
+use crate::condition::path::RefPath;
 use crate::condition::{CondSpec, Operand};
 use crate::object::procedure::ProcedureCall;
 use crate::query::{CastType, Expr, Quantifier};
@@ -88,7 +89,7 @@ pub(super) fn conditions(
                 lhs_of(key, names)?,
                 match ctx.named_subquery(path) {
                     Some(sub) => Operand::Subquery(Box::new(sub), None),
-                    None => Operand::Ref(path.clone()),
+                    None => Operand::Ref(RefPath::read(path)),
                 },
             )),
             TableEntry::SubqueryCondition { key, subquery } => {

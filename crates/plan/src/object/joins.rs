@@ -443,8 +443,7 @@ impl JoinPlan {
             if self.spec.on_key.as_deref().is_some_and(|k| k != c.key.raw) {
                 continue;
             }
-            let target = path.trim_start_matches('/');
-            let Some((table, column)) = target.split_once('/') else {
+            let Some((table, column)) = path.path().split_once('/') else {
                 continue;
             };
             if table != main_key {

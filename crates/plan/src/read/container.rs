@@ -3,6 +3,7 @@
 
 use super::{ArrayPlan, Dependencies, ReadInputs};
 use crate::call::{Call, Planned};
+use crate::condition::path::RefPath;
 use crate::query::Select;
 use crate::template::Template;
 use crate::{plan_subquery, Ctx, PlanError, TablePlan};
@@ -38,8 +39,8 @@ pub enum MemberPlan {
     Reference {
         /// The answer key.
         name: String,
-        /// The path as sent.
-        path: String,
+        /// The path.
+        path: RefPath,
     },
     /// `"name@": {…}`: a named subquery (planned into the statements that use it), answered
     /// as `"name": {}` after the other members.
@@ -228,7 +229,7 @@ impl<'a> Builder<'a> {
                 }
                 Node::Reference(p) => MemberPlan::Reference {
                     name: m.key.trim_end_matches('@').to_string(),
-                    path: p.clone(),
+                    path: RefPath::read(p),
                 },
                 Node::Subquery(sq) => {
                     let name = m.key.trim_end_matches('@').to_string();

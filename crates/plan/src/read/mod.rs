@@ -32,7 +32,7 @@ pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
 pub use paging::{paging, Paging, QueryMode};
-pub use refs::{list_key, percent_decode, References};
+pub use refs::{list_key, References};
 
 use crate::keywords::check_root_keywords;
 use crate::schema::SchemaCache;
