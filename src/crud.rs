@@ -57,8 +57,8 @@ pub async fn crud(
         let env = pipeline.write_env(visitor, snapshot);
         for (key, plan) in &writes {
             match write_in(&mut tx, plan, &env).await {
-                Ok(mut results) => {
-                    if let Some(v) = results.remove(key) {
+                Ok(outcome) => {
+                    if let Some(v) = apijet_response::written(outcome).remove(key) {
                         answers.push((key.clone(), v));
                     }
                 }

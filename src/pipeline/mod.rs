@@ -84,7 +84,6 @@ impl Pipeline {
             visitor,
             ids: &self.ids,
             max_insert_rows: self.max_batch,
-            envelope: &apijet_response::Envelopes,
         }
     }
 

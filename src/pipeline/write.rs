@@ -30,7 +30,8 @@ impl Pipeline {
         queue.insert(insert).await?;
         self.told(plan);
         let mut out = Map::new();
-        out.insert(key, Json::Object(single_insert_answer(&env, id)));
+        let answer = apijet_response::written_object(single_insert_answer(id));
+        out.insert(key, Json::Object(answer));
         Ok(Some(out))
     }
 
@@ -55,9 +56,9 @@ impl Pipeline {
         visitor: Option<&Visitor>,
         snapshot: &Snapshot,
     ) -> Result<Map<String, Json>, ApiError> {
-        let results = write(plan, &self.write_env(visitor, snapshot)).await?;
+        let outcome = write(plan, &self.write_env(visitor, snapshot)).await?;
         self.told(plan);
-        Ok(results)
+        Ok(apijet_response::written(outcome))
     }
 
     /// Tells the tables a committed write changed.

@@ -19,7 +19,7 @@ pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;
 use crate::functions;
-use crate::sink::{AnswerSink, CollectSink, Envelope, Form};
+use crate::sink::{AnswerSink, CollectSink, Form};
 use crate::ExecError;
 use apijet_plan::query::Select;
 use apijet_plan::read::{Mode, ObjectPlan, ReadPlan};
@@ -47,8 +47,6 @@ pub struct ReadEnv<'a> {
     pub visitor: Option<&'a Visitor>,
     /// The request's condition values, in their slots (`apijet_plan::shape`).
     pub values: &'a [Json],
-    /// The members around a HEAD object's count.
-    pub envelope: &'a dyn Envelope,
 }
 
 /// What a read did.
@@ -140,6 +138,7 @@ async fn run_on<'p, S: AnswerSink<'p>>(
         Mode::General => {
             sink.open(Form::Members {
                 format: plan.format,
+                counts: plan.counts(),
             });
             let mut reader = Reader::new(plan, env, backend);
             let mut out = Map::new();

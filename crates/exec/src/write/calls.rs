@@ -1,6 +1,7 @@
 //! The functions of a written object: `k-()` validations before its statement, `k()` calls
 //! after it (their results join the answer), and the demo's functions that write.
 
+use super::outcome::Written;
 use super::WriteEnv;
 use crate::backend::Tx;
 use crate::sink::CollectSink;
@@ -25,7 +26,7 @@ pub(super) async fn after(
     tx: &mut Tx<'_>,
     calls: &ObjectCalls,
     env: &WriteEnv<'_>,
-    answer: &mut Map<String, Json>,
+    written: &mut Written,
 ) -> Result<(), ExecError> {
     for (name, call) in &calls.after {
         let result = match write_function(tx, call, &calls.values, env).await? {
@@ -33,7 +34,7 @@ pub(super) async fn after(
             None => crate::functions::call(call, &calls.values, env.visitor)?,
         };
         if let Some(v) = result {
-            answer.insert(name.clone(), v);
+            written.results.push((name.clone(), v));
         }
     }
     Ok(())

@@ -88,6 +88,8 @@ pub struct ReadPlan {
     pub visitor_bound: bool,
     /// The plan holds a part that could not be planned, kept as its error.
     pub has_errors: bool,
+    /// The members that are counts (the objects of a HEAD or HEADS), by answer key.
+    counts: Vec<String>,
     deps: Dependencies,
     shape: ShapeKey,
 }
@@ -101,8 +103,21 @@ impl ReadPlan {
         let root = builder.container(&req.root.members, "", 1);
         let mut refs = References::default();
         refs.collect(&req.root);
+        let counts = match inputs.method.is_count() {
+            true => root
+                .members
+                .iter()
+                .filter_map(|m| match m {
+                    MemberPlan::Object { key, .. } => Some(key.clone()),
+                    MemberPlan::CurrentUser { name, .. } => Some(name.clone()),
+                    _ => None,
+                })
+                .collect(),
+            false => Vec::new(),
+        };
         let mut plan = ReadPlan {
             method: inputs.method,
+            counts,
             mode: Mode::General,
             root,
             customs: customs.into_iter().collect(),
@@ -121,6 +136,12 @@ impl ReadPlan {
     /// too), and whether anything else decides its answer. Written once, while it is planned.
     pub fn dependencies(&self) -> &Dependencies {
         &self.deps
+    }
+
+    /// The members of the answer that are counts (the objects of a HEAD), by answer key:
+    /// `{"count": n}` each, which the answer's envelope goes around.
+    pub fn counts(&self) -> &[String] {
+        &self.counts
     }
 
     /// The shape the plan was made for: every request with this key runs this plan with its
