@@ -43,7 +43,7 @@ pub async fn crud(
             reads.push((key, method, Request::from_map(map)?));
             continue;
         }
-        let verified = verify(method, body, &snapshot.rules)?;
+        let verified = verify(body, &pipeline.context(method, visitor, snapshot, false))?;
         let req = Request::from_map(verified.request)?;
         let plan = pipeline.plan_write(&req, &verified.checks, method, visitor, snapshot, false)?;
         writes.push((key, plan));

@@ -9,7 +9,7 @@
 
 use super::{Accounts, CodeType};
 use apijet_core::Method;
-use apijet_plan::verify::verify_whitelisted;
+use apijet_plan::verify::verify;
 use apijet_request::parse_body;
 use apijet_response::{success, ApiError};
 use serde_json::{Map, Value as Json};
@@ -32,7 +32,8 @@ impl Accounts {
         // No login and no Access lists here: the structure is all that bounds a sign-up, so it
         // is read as a whitelist (a sign-up that could set `User.contactIdList` would forge the
         // CONTACT and CIRCLE reach of every later login).
-        let mut verified = verify_whitelisted(Method::Post, map, &snapshot.rules)?;
+        let context = self.pipeline.context(Method::Post, None, &snapshot, true);
+        let mut verified = verify(map, &context)?;
         self.passwords.seal_request(&mut verified.request).await?;
         let results = self
             .pipeline

@@ -86,7 +86,7 @@ impl AppState {
             Method::Get | Method::Head => map,
             Method::Gets | Method::Heads => pipeline.verify(method, map, &snapshot)?,
             Method::Post | Method::Put | Method::Delete => {
-                let verified = verify(method, map, &snapshot.rules)?;
+                let verified = verify(map, &pipeline.context(method, visitor, &snapshot, false))?;
                 let req = Request::from_map(verified.request)?;
                 let plan = pipeline.plan_write(
                     &req,

@@ -22,7 +22,8 @@ use super::answer::Written;
 use super::registry::{Query, Shared};
 use super::{together, Live};
 use apijet_core::Method;
-use apijet_plan::read::{Dependencies, Mode, ReadInputs, ReadPlan};
+use apijet_plan::read::{Dependencies, Mode, ReadPlan};
+use apijet_plan::Context;
 use apijet_response::success;
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -217,11 +218,13 @@ async fn read_items(
     let run = async {
         let (req, values) = together::request(&query.req, form.slot, &query.values, ids)?;
         let snapshot = pipeline.snapshot();
-        let inputs = ReadInputs {
+        let inputs = Context {
             schema: &snapshot.schema,
+            rules: &snapshot.rules,
             options: &options,
             method: Method::Get,
             visitor,
+            trusted: false,
         };
         // Planned for these budgets, not kept: a general read, whose answer is split below.
         let mut plan = ReadPlan::build(&req, &inputs).ok()?;

@@ -23,8 +23,8 @@ use apijet_exec::write::WriteEnv;
 use apijet_exec::Backend;
 use apijet_plan::schema::Table;
 use apijet_plan::verify::{verify, ExistenceCheck};
-use apijet_plan::write_plan::{WriteInputs, WritePlan};
-use apijet_plan::{lookup, PlanError, PlanOptions};
+use apijet_plan::write_plan::WritePlan;
+use apijet_plan::{lookup, Context, PlanError, PlanOptions};
 use apijet_request::Request;
 use apijet_response::{failure, ApiError};
 use apijet_sql::Dialect;
@@ -97,14 +97,30 @@ impl Pipeline {
         snapshot: &Snapshot,
         trusted: bool,
     ) -> Result<WritePlan, PlanError> {
-        let inputs = WriteInputs {
+        WritePlan::build(
+            req,
+            checks,
+            &self.context(method, visitor, snapshot, trusted),
+        )
+    }
+
+    /// What a request of `method` by `visitor` is verified and planned with on `snapshot`;
+    /// `trusted` for the server's own (`/register`, accounts).
+    pub(crate) fn context<'a>(
+        &'a self,
+        method: Method,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+        trusted: bool,
+    ) -> Context<'a> {
+        Context {
             schema: &snapshot.schema,
+            rules: &snapshot.rules,
             options: &self.options,
             method,
             visitor,
             trusted,
-        };
-        WritePlan::build(req, checks, &inputs)
+        }
     }
 
     /// The current snapshot; cheap, and stable for as long as the caller holds it.
@@ -140,7 +156,7 @@ impl Pipeline {
         map: Map<String, Json>,
         snapshot: &Snapshot,
     ) -> Result<Map<String, Json>, ApiError> {
-        Ok(verify(method, map, &snapshot.rules)?.request)
+        Ok(verify(map, &self.context(method, None, snapshot, false))?.request)
     }
 
     /// The rows of `table` where `key = value`, with `columns` (`json_outputs` of them

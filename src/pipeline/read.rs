@@ -7,7 +7,7 @@ use super::Pipeline;
 use crate::observe::Facts;
 use apijet_core::{Method, Visitor};
 use apijet_exec::read::{run, ReadEnv};
-use apijet_plan::read::{Mode, ReadInputs, ReadPlan};
+use apijet_plan::read::{Mode, ReadPlan};
 use apijet_plan::shape::Slots;
 use apijet_request::Request;
 use apijet_response::answer::{AnswerWriter, Finished};
@@ -73,12 +73,7 @@ impl Pipeline {
         visitor: Option<&Visitor>,
         snapshot: &Snapshot,
     ) -> Result<Arc<ReadPlan>, ApiError> {
-        let inputs = ReadInputs {
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        };
+        let inputs = self.context(method, visitor, snapshot, false);
         Ok(snapshot.plans.plan(req, &inputs)?)
     }
 
@@ -93,12 +88,7 @@ impl Pipeline {
     ) -> Result<Map<String, Json>, ApiError> {
         let mut req = req;
         let values = apijet_plan::shape::take_values(&mut req, &self.options.expr)?;
-        let inputs = ReadInputs {
-            schema: &snapshot.schema,
-            options: &self.options,
-            method,
-            visitor,
-        };
+        let inputs = self.context(method, visitor, snapshot, false);
         let mut plan = ReadPlan::build(&req, &inputs)?;
         plan.mode = Mode::General;
         let env = ReadEnv {

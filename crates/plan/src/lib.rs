@@ -35,6 +35,6 @@ pub use object::{plan_subquery, procedure, raw, TablePlan};
 pub use write as write_plan;
 
 pub use apijet_core::Visitor;
-pub use context::Ctx;
+pub use context::{Context, Scope};
 pub use error::PlanError;
 pub use options::{ExprLimits, PlanOptions};

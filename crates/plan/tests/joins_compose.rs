@@ -11,10 +11,11 @@
 
 use apijet_core::Role;
 use apijet_plan::query::{Expr, OrderItem, Pred, Select};
-use apijet_plan::read::{MemberPlan, ReadInputs, ReadPlan};
+use apijet_plan::read::{MemberPlan, ReadPlan};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
-use apijet_plan::PlanOptions;
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanOptions};
 use apijet_request::Request;
 use serde_json::{json, Map, Value as Json};
 
@@ -161,11 +162,14 @@ fn planned(case: &Case) -> Result<(Select, bool), String> {
     let options = PlanOptions::default();
     let values = take_values(&mut req, &options.expr).map_err(|e| e.to_string())?;
     let schema = schema();
-    let inputs = ReadInputs {
+    let rules = RequestRules::default();
+    let inputs = Context {
         schema: &schema,
+        rules: &rules,
         options: &options,
         method: apijet_core::Method::Get,
         visitor: None,
+        trusted: false,
     };
     let plan = ReadPlan::build(&req, &inputs).map_err(|e| e.to_string())?;
     let Some(MemberPlan::Array { plan: Ok(a), .. }) = plan.root.members.first() else {

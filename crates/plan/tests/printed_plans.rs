@@ -17,11 +17,12 @@
 //! writes the plans printed now into the files; review the diff before committing it.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::{ReadInputs, ReadPlan};
+use apijet_plan::read::ReadPlan;
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
-use apijet_plan::write_plan::{WriteInputs, WritePlan};
-use apijet_plan::PlanOptions;
+use apijet_plan::verify::RequestRules;
+use apijet_plan::write_plan::WritePlan;
+use apijet_plan::{Context, PlanOptions};
 use apijet_request::Request;
 use std::path::Path;
 
@@ -118,29 +119,25 @@ fn printed(request: &str) -> String {
     };
     let schema = schema();
     let options = options();
+    let rules = RequestRules::default();
+    let context = Context {
+        schema: &schema,
+        rules: &rules,
+        options: &options,
+        method,
+        visitor: visitor.as_ref(),
+        trusted: false,
+    };
     if method.is_query() {
         if let Err(e) = take_values(&mut req, &options.expr) {
             return format!("shape error: {e}\n");
         }
-        let inputs = ReadInputs {
-            schema: &schema,
-            options: &options,
-            method,
-            visitor: visitor.as_ref(),
-        };
-        match ReadPlan::build(&req, &inputs) {
+        match ReadPlan::build(&req, &context) {
             Ok(plan) => plan.to_string(),
             Err(e) => format!("error: {e}\n"),
         }
     } else {
-        let inputs = WriteInputs {
-            schema: &schema,
-            options: &options,
-            method,
-            visitor: visitor.as_ref(),
-            trusted: false,
-        };
-        match WritePlan::build(&req, &[], &inputs) {
+        match WritePlan::build(&req, &[], &context) {
             Ok(plan) => plan.to_string(),
             Err(e) => format!("error: {e}\n"),
         }

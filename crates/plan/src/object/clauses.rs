@@ -6,7 +6,7 @@ use super::raw::RawMarks;
 use super::select_list::{self, TableNames};
 use super::Keywords;
 use crate::query::{Expr, OrderItem, Pred};
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 
 /// GROUP BY, HAVING and ORDER BY of an object.
 pub(super) struct Clauses {
@@ -21,7 +21,7 @@ pub(super) fn clauses(
     kw: Keywords<'_>,
     raw: &RawMarks<'_>,
     names: &mut TableNames<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<Clauses, PlanError> {
     let order = match kw.text("order") {
         Some(t) => select_list::order(&t, names)?,

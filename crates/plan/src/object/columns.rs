@@ -7,7 +7,7 @@ use super::select_list::{self, TableNames};
 use super::Keywords;
 use crate::query::{Expr, Ident, SelectItem};
 use crate::schema::ColumnKind;
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 
 /// An object's select list.
 pub(super) struct Columns {
@@ -21,7 +21,7 @@ pub(super) struct Columns {
 pub(super) fn keys(
     kw: Keywords<'_>,
     names: &mut TableNames<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<(), PlanError> {
     if let Some(k) = kw.text("key") {
         if !ctx.method.is_public() {
@@ -40,7 +40,7 @@ pub(super) fn columns(
     kw: Keywords<'_>,
     raw: &RawMarks<'_>,
     names: &mut TableNames<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<Columns, PlanError> {
     // `"@column": ""` names no column: the table's own, as the reference reads it (in a
     // joined table of a subquery it adds none, see `plan_subquery`).

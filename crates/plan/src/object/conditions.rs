@@ -12,7 +12,7 @@ use crate::condition::path::RefPath;
 use crate::condition::{CondSpec, Operand};
 use crate::object::procedure::ProcedureCall;
 use crate::query::{CastType, Expr, Quantifier};
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 use apijet_request::{ConditionKey, Op, TableEntry, TableObject};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -33,8 +33,8 @@ pub(super) fn conditions(
     kw: Keywords<'_>,
     raw: &RawMarks<'_>,
     names: &TableNames<'_>,
-    ctx: &Ctx<'_>,
-    nested: &Ctx<'_>,
+    ctx: &Scope<'_>,
+    nested: &Scope<'_>,
     place: Place,
 ) -> Result<Conditions, PlanError> {
     let casts = match kw.text("cast") {
@@ -155,7 +155,7 @@ pub(super) fn conditions(
 }
 
 /// `@combine` over the object's conditions `conds`.
-fn combined(text: &str, conds: &[CondSpec], ctx: &Ctx<'_>) -> Result<Combine, PlanError> {
+fn combined(text: &str, conds: &[CondSpec], ctx: &Scope<'_>) -> Result<Combine, PlanError> {
     let c = combine::parse(text, ctx.options.expr.max_depth)?;
     for k in c.keys() {
         if FORCED_KEYS.contains(&k) {

@@ -22,7 +22,7 @@ use crate::condition::{CondSpec, Operand};
 use crate::gate::{self, Known, ObjectParts, PartCondition};
 use crate::query::{CastType, Expr, Ident, OrderItem, Pred, Select, SelectItem, Source};
 use crate::schema::Table;
-use crate::{Ctx, ExprLimits, PlanError};
+use crate::{ExprLimits, PlanError, Scope};
 use apijet_core::Role;
 use apijet_request::{TableEntry, TableObject};
 use serde_json::Value as Json;
@@ -129,18 +129,18 @@ pub(crate) const FORCED_KEYS: [&str; 4] = ["id", "id{}", "userId", "userId{}"];
 
 impl TablePlan {
     /// Plans a table object for `ctx.method`.
-    pub fn new(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+    pub fn new(obj: &TableObject, ctx: &Scope<'_>) -> Result<TablePlan, PlanError> {
         plan::plan(obj, ctx, Place::Object { functions: false })
     }
 
     /// Plans a table object read on its own, whose `k-()` functions run before its statement
     /// and give conditions (§11): `"id-()": "getCurrentUserId()"` is `id = <their result>`.
-    pub fn with_functions(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+    pub fn with_functions(obj: &TableObject, ctx: &Scope<'_>) -> Result<TablePlan, PlanError> {
         plan::plan(obj, ctx, Place::Object { functions: true })
     }
 
     /// Plans a table of a subquery or `@from@`.
-    fn in_subquery(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+    fn in_subquery(obj: &TableObject, ctx: &Scope<'_>) -> Result<TablePlan, PlanError> {
         plan::plan(obj, ctx, Place::Subquery)
     }
 

@@ -5,12 +5,16 @@
 
 use super::{Keywords, Place, TablePlan};
 use crate::expr::check_length;
-use crate::{access, Ctx, PlanError};
+use crate::{access, PlanError, Scope};
 use apijet_request::{TableEntry, TableObject};
 use serde_json::Value as Json;
 
 /// Plans the table object `obj` for `ctx.method`, sitting at `place` in its request.
-pub(super) fn plan(obj: &TableObject, ctx: &Ctx<'_>, place: Place) -> Result<TablePlan, PlanError> {
+pub(super) fn plan(
+    obj: &TableObject,
+    ctx: &Scope<'_>,
+    place: Place,
+) -> Result<TablePlan, PlanError> {
     // Every keyword's text is bounded before any of them is parsed.
     for e in &obj.entries {
         if let TableEntry::Keyword {

@@ -6,7 +6,7 @@ use super::select_list::TableNames;
 use super::Keywords;
 use crate::query::{Ident, Select};
 use crate::schema::Table;
-use crate::{access, Ctx, PlanError};
+use crate::{access, PlanError, Scope};
 use apijet_core::Role;
 use apijet_request::{TableEntry, TableObject};
 use serde_json::Value as Json;
@@ -25,13 +25,13 @@ pub(super) struct Source {
 pub(super) fn source<'c>(
     obj: &'c TableObject,
     kw: Keywords<'c>,
-    ctx: &Ctx<'c>,
-) -> Result<(Source, Ctx<'c>), PlanError> {
+    ctx: &Scope<'c>,
+) -> Result<(Source, Scope<'c>), PlanError> {
     let role_value = kw.value("role").or(ctx.global_role);
     let (table, role) = access::check(&obj.key.table, role_value, ctx)?;
     // Under a Request structure, the subqueries of an object run with the object's role
     // unless they name one: a subquery is part of what the tag allows, not a way around it.
-    let nested = Ctx {
+    let nested = Scope {
         global_role: if ctx.method.is_public() {
             ctx.global_role
         } else {
@@ -70,7 +70,7 @@ pub(super) fn source<'c>(
 impl Source {
     /// The names the object's expressions resolve against: the table's columns (or the
     /// derived table's outputs), qualified with its alias.
-    pub(super) fn names(&self, ctx: &Ctx<'_>) -> TableNames<'_> {
+    pub(super) fn names(&self, ctx: &Scope<'_>) -> TableNames<'_> {
         TableNames {
             table: &self.table,
             limits: ctx.options.expr,

@@ -4,14 +4,14 @@
 use super::joins::{self, JoinPlan};
 use super::TablePlan;
 use crate::query::{Expr, Pred, Select, SelectItem};
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 use apijet_request::{SubqueryObject, TableEntry, TableObject};
 use serde_json::Value as Json;
 
 /// Plans a subquery object into a complete SELECT (literal conditions only), with the SQL
 /// joins of its `join` (`"id@":{"from":"Comment","join":"&/Moment/id@","Comment":{…},
 /// "Moment":{"id@":"/Comment/momentId",…}}`).
-pub fn plan_subquery(sq: &SubqueryObject, ctx: &Ctx<'_>) -> Result<Select, PlanError> {
+pub fn plan_subquery(sq: &SubqueryObject, ctx: &Scope<'_>) -> Result<Select, PlanError> {
     use apijet_request::Node;
     if sq.with.as_ref().is_some_and(|w| !w.is_boolean()) {
         return Err(PlanError::WrongType(

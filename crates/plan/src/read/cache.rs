@@ -9,7 +9,8 @@
 //! error is not kept. The cache belongs to the schema snapshot, so a reload starts it empty;
 //! past [`PLAN_SHAPES`] shapes, an arbitrary one makes room.
 
-use super::{ReadInputs, ReadPlan};
+use super::ReadPlan;
+use crate::Context;
 use crate::PlanError;
 use apijet_core::Method;
 use apijet_request::{
@@ -57,7 +58,7 @@ pub struct PlanCache {
 impl PlanCache {
     /// The plan of `req` (condition values in slots): the one kept for its shape, else a new
     /// one, kept when it may be shared.
-    pub fn plan(&self, req: &Request, inputs: &ReadInputs<'_>) -> Result<Arc<ReadPlan>, PlanError> {
+    pub fn plan(&self, req: &Request, inputs: &Context<'_>) -> Result<Arc<ReadPlan>, PlanError> {
         let key = ShapeKey::of(req, inputs.method, inputs.visitor.is_some());
         if let Some(plan) = self.plans.read().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(plan);

@@ -1,12 +1,12 @@
 //! The objects of the answer: a container's members in request order ([`ContainerPlan`]) and
 //! the plan of a table object with what runs on its row ([`ObjectPlan`]).
 
-use super::{ArrayPlan, Dependencies, ReadInputs};
+use super::{ArrayPlan, Dependencies};
 use crate::call::{Call, Planned};
 use crate::condition::path::RefPath;
 use crate::query::Select;
 use crate::template::Template;
-use crate::{plan_subquery, Ctx, PlanError, TablePlan};
+use crate::{plan_subquery, Context, PlanError, Scope, TablePlan};
 use apijet_request::{ConditionKey, Member, Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -118,7 +118,7 @@ pub(super) fn join(path: &str, key: &str) -> String {
 
 /// The walk over the request that plans it.
 pub(super) struct Builder<'a> {
-    pub(super) inputs: &'a ReadInputs<'a>,
+    pub(super) inputs: &'a Context<'a>,
     global_role: Option<&'a Json>,
     global_explain: bool,
     /// Named subqueries defined so far, in request order.
@@ -129,7 +129,7 @@ pub(super) struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn new(req: &'a Request, inputs: &'a ReadInputs<'a>) -> Builder<'a> {
+    pub(super) fn new(req: &'a Request, inputs: &'a Context<'a>) -> Builder<'a> {
         Builder {
             inputs,
             global_role: req.global("role"),
@@ -144,17 +144,13 @@ impl<'a> Builder<'a> {
         }
     }
 
-    pub(super) fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            schema: self.inputs.schema,
-            options: self.inputs.options,
-            method: self.inputs.method,
-            visitor: self.inputs.visitor,
-            global_role: self.global_role,
-            global_explain: self.global_explain,
-            subqueries: Some(&self.subqueries),
-            trusted: false,
-        }
+    pub(super) fn ctx(&self) -> Scope<'_> {
+        Scope::of_request(
+            *self.inputs,
+            self.global_role,
+            self.global_explain,
+            Some(&self.subqueries),
+        )
     }
 
     /// Records what a statement's plan tells about the whole read: what it depends on (see

@@ -35,8 +35,7 @@ pub use paging::{paging, Paging, QueryMode};
 pub use refs::{list_key, References};
 
 use crate::keywords::check_root_keywords;
-use crate::schema::SchemaCache;
-use crate::{PlanError, PlanOptions, Visitor};
+use crate::{Context, PlanError, PlanOptions};
 use apijet_core::Method;
 use apijet_request::{Node, Request, TableEntry};
 use serde_json::{Map, Value as Json};
@@ -53,19 +52,6 @@ pub enum Mode {
     Nested,
     /// Everything else: the whole answer is assembled, then sent.
     General,
-}
-
-/// What a read is planned for.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadInputs<'a> {
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// Limits and switches.
-    pub options: &'a PlanOptions,
-    /// GET, HEAD, GETS or HEADS.
-    pub method: Method,
-    /// The visitor, if logged in.
-    pub visitor: Option<&'a Visitor>,
 }
 
 /// The plan of one read.
@@ -96,8 +82,8 @@ pub struct ReadPlan {
 
 impl ReadPlan {
     /// Plans a read of the request `req`, whose condition values are slots already
-    /// ([`crate::shape::take_values`]).
-    pub fn build(req: &Request, inputs: &ReadInputs<'_>) -> Result<ReadPlan, PlanError> {
+    /// ([`crate::shape::take_values`]), in the context `inputs` (a read's method).
+    pub fn build(req: &Request, inputs: &Context<'_>) -> Result<ReadPlan, PlanError> {
         let customs = check_root_keywords(&req.globals, inputs.method, inputs.options)?;
         let mut builder = container::Builder::new(req, inputs);
         let root = builder.container(&req.root.members, "", 1);
@@ -211,7 +197,7 @@ impl ReadPlan {
 }
 
 /// Whether a role named anywhere in the request may filter rows by the visitor's identity.
-fn role_bound(req: &Request, inputs: &ReadInputs<'_>) -> bool {
+fn role_bound(req: &Request, inputs: &Context<'_>) -> bool {
     fn filtering(v: &Json) -> bool {
         !matches!(v.as_str(), Some("UNKNOWN" | "LOGIN"))
     }

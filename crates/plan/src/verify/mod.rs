@@ -27,8 +27,8 @@ use apijet_request::is_table_key;
 use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
-use crate::PlanError;
-use object::{check_ids, verify_object, Ctx, OPERATIONS};
+use crate::{Context, PlanError};
+use object::{check_ids, verify_object, Verifier, OPERATIONS};
 
 /// The reference's `MAX_UPDATE_COUNT`: most rows one write may name (`id{}`, `Table[]`).
 pub const DEFAULT_MAX_UPDATE_COUNT: usize = 10;
@@ -70,6 +70,13 @@ pub struct RequestRules {
     /// Every `VERIFY` regular expression of the rows plus the named patterns, compiled once.
     patterns: HashMap<String, Regex>,
     max_update_count: usize,
+}
+
+impl Default for RequestRules {
+    /// No structures: every private request is refused for want of one.
+    fn default() -> RequestRules {
+        RequestRules::new(Vec::new()).0
+    }
 }
 
 impl RequestRules {
@@ -250,41 +257,21 @@ fn bad_rule(msg: String) -> PlanError {
     PlanError::Invalid(format!("Request structure error: {msg}"))
 }
 
-/// Verifies the root body of a private request (`tag`, `version` and the objects) for `method`
-/// against `rules`, and returns the request to run (with INSERT/UPDATE/REPLACE/REMOVE applied)
-/// or the reference's error.
+/// Verifies the root body of a private request (`tag`, `version` and the objects) for the
+/// context's method against its `Request` structures, and returns the request to run (with
+/// INSERT/UPDATE/REPLACE/REMOVE applied) or the reference's error.
 ///
 /// GET and HEAD are public and come back unchanged. `/crud` bodies must be split by the caller
 /// into per-method parts (each with its own tag) first: a `Request` row is always for one
 /// method.
-pub fn verify(
-    method: Method,
-    body: Map<String, Value>,
-    rules: &RequestRules,
-) -> Result<Verified, PlanError> {
-    verify_with(method, body, rules, false)
-}
-
-/// [`verify`] for a request the server runs without the `Access` role lists (`/register`):
-/// every object is read as if its structure said `REFUSE: "!"`, so only what the structure
+///
+/// A request the server runs itself without the `Access` role lists (`/register`, a trusted
+/// context) is verified as if every structure said `REFUSE: "!"`: only what the structure
 /// names (MUST, `!key`, TYPE and VERIFY keys, declared objects) may be sent. Without this a
 /// sign-up could set any column, e.g. `User.contactIdList`, which logins turn into CONTACT
 /// and CIRCLE reach.
-pub fn verify_whitelisted(
-    method: Method,
-    body: Map<String, Value>,
-    rules: &RequestRules,
-) -> Result<Verified, PlanError> {
-    verify_with(method, body, rules, true)
-}
-
-fn verify_with(
-    method: Method,
-    mut body: Map<String, Value>,
-    rules: &RequestRules,
-    whitelist: bool,
-) -> Result<Verified, PlanError> {
-    if method.is_public() {
+pub fn verify(mut body: Map<String, Value>, context: &Context<'_>) -> Result<Verified, PlanError> {
+    if context.method.is_public() {
         return Ok(Verified {
             request: body,
             checks: Vec::new(),
@@ -319,12 +306,10 @@ fn verify_with(
         .filter_map(|k| body.shift_remove(k).map(|v| (k.to_string(), v)))
         .collect();
 
-    let mut ctx = Ctx {
-        method,
-        rules,
+    let mut ctx = Verifier {
+        context,
         checks: Vec::new(),
         root_role: body.get("@role").cloned(),
-        whitelist,
         subqueries: 0,
     };
     verify_tagged(&mut ctx, &tag, version, &mut body)?;
@@ -375,7 +360,7 @@ fn reject_client_combine(body: &Map<String, Value>) -> Result<(), PlanError> {
 /// Looks up and applies the structure of `tag`, then the per-item structure of a `Table:[]`
 /// batch.
 fn verify_tagged(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Verifier<'_>,
     tag: &str,
     version: Option<i64>,
     body: &mut Map<String, Value>,
@@ -426,7 +411,7 @@ fn verify_tagged(
 
 /// The structure of `tag` as it applies to a whole body (see [`wrap_structure`]).
 fn tag_structure<'r>(
-    ctx: &Ctx<'r>,
+    ctx: &Verifier<'r>,
     tag: &str,
     version: Option<i64>,
 ) -> Result<&'r Map<String, Value>, PlanError> {

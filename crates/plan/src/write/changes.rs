@@ -81,8 +81,9 @@ pub(super) fn changes(steps: &[WriteStep], schema: &SchemaCache) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use crate::schema::{ColumnKind, SchemaCache, Table};
-    use crate::write::{WriteInputs, WritePlan};
-    use crate::PlanOptions;
+    use crate::verify::RequestRules;
+    use crate::write::WritePlan;
+    use crate::{Context, PlanOptions};
     use apijet_core::{Method, Role};
     use apijet_request::Request;
     use serde_json::{json, Value as Json};
@@ -110,8 +111,10 @@ mod tests {
     fn changes(method: Method, body: Json) -> Vec<String> {
         let schema = schema();
         let options = PlanOptions::default();
-        let inputs = WriteInputs {
+        let rules = RequestRules::default();
+        let inputs = Context {
             schema: &schema,
+            rules: &rules,
             options: &options,
             method,
             visitor: None,

@@ -9,9 +9,8 @@
 
 use crate::call::{Call, Planned};
 use crate::query::{Assign, Delete, Ident, Insert, Select, Update};
-use crate::schema::SchemaCache;
 use crate::verify::ExistenceCheck;
-use crate::{Ctx, PlanError, PlanOptions, Visitor};
+use crate::{Context, PlanError, Scope};
 use apijet_core::{Method, Role, Value};
 use apijet_request::{Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::{Map, Value as Json};
@@ -24,21 +23,6 @@ mod statements;
 pub use changes::{writing_call, WritingCall};
 use rows::{insert_step, Written};
 pub use statements::*;
-
-/// What a write is planned for.
-#[derive(Debug, Clone, Copy)]
-pub struct WriteInputs<'a> {
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// Limits and debug mode.
-    pub options: &'a PlanOptions,
-    /// POST, PUT or DELETE.
-    pub method: Method,
-    /// The visitor (writes always have one, but for the server's own).
-    pub visitor: Option<&'a Visitor>,
-    /// The server itself writes (`/register`): see [`Ctx::trusted`].
-    pub trusted: bool,
-}
 
 /// A write request, planned.
 #[derive(Debug)]
@@ -221,22 +205,14 @@ impl UpdateStep {
 }
 
 impl WritePlan {
-    /// Plans the verified write `req` with the structure's `checks`.
+    /// Plans the verified write `req` with the structure's `checks`, in the context `inputs`
+    /// (a write's method).
     pub fn build(
         req: &Request,
         checks: &[ExistenceCheck],
-        inputs: &WriteInputs<'_>,
+        inputs: &Context<'_>,
     ) -> Result<WritePlan, PlanError> {
-        let ctx = Ctx {
-            schema: inputs.schema,
-            options: inputs.options,
-            method: inputs.method,
-            visitor: inputs.visitor,
-            global_role: req.global("role"),
-            global_explain: false,
-            subqueries: None,
-            trusted: inputs.trusted,
-        };
+        let ctx = Scope::of_request(*inputs, req.global("role"), false, None);
         let checks = checks
             .iter()
             .map(|c| plan_check(c, inputs))
@@ -333,7 +309,7 @@ fn queueable(req: &Request) -> bool {
     })
 }
 
-fn plan_check(c: &ExistenceCheck, inputs: &WriteInputs<'_>) -> Result<PlannedCheck, PlanError> {
+fn plan_check(c: &ExistenceCheck, inputs: &Context<'_>) -> Result<PlannedCheck, PlanError> {
     let table = inputs
         .schema
         .table(&c.table)
@@ -384,7 +360,7 @@ fn calls_of(t: &TableObject) -> ObjectCalls {
     calls
 }
 
-fn object_explain(t: &TableObject, root: bool, ctx: &Ctx<'_>) -> Result<bool, PlanError> {
+fn object_explain(t: &TableObject, root: bool, ctx: &Scope<'_>) -> Result<bool, PlanError> {
     // An object's own `@explain` answers its statement, as the root's does.
     let explain = root || t.entries.iter().any(
         |e| matches!(e, TableEntry::Keyword { name, value: Json::Bool(true) } if name == "explain"),
@@ -401,7 +377,7 @@ fn object_step(
     key: &str,
     t: &TableObject,
     root_explain: bool,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     written: &[(String, Written)],
 ) -> Result<WriteStep, PlanError> {
     let explain = object_explain(t, root_explain, ctx)?;
@@ -424,7 +400,7 @@ fn batch_step(
     key: &str,
     items: &[Json],
     explain: bool,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     written: &[(String, Written)],
 ) -> Result<WriteStep, PlanError> {
     let name = key.trim_end_matches("[]");
@@ -466,7 +442,7 @@ fn update_step(
     key: &str,
     t: &TableObject,
     explain: bool,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<UpdateStep, PlanError> {
     let planned = statements::update(t, ctx, &mut |_| None)?;
     let edits = planned
@@ -507,7 +483,7 @@ fn delete_step(
     key: &str,
     t: &TableObject,
     explain: bool,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<DeleteStep, PlanError> {
     let conditions = TableObject {
         key: t.key.clone(),

@@ -4,7 +4,7 @@
 use super::{calls_of, InsertStep, PlannedRow, RowValue};
 use crate::query::Ident;
 use crate::schema::ColumnKind;
-use crate::{access, Ctx, PlanError, TablePlan};
+use crate::{access, PlanError, Scope, TablePlan};
 use apijet_core::{Role, Value};
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};
 use serde_json::{Map, Value as Json};
@@ -48,7 +48,7 @@ pub(super) fn insert_step(
     objects: &[TableObject],
     batch: bool,
     explain: bool,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     written: &[(String, Written)],
 ) -> Result<InsertStep, PlanError> {
     let mut rows = Vec::with_capacity(objects.len());
@@ -87,7 +87,7 @@ pub(super) fn insert_step(
 fn insert_row(
     plan: &TablePlan,
     obj: &TableObject,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     written: &[(String, Written)],
 ) -> Result<PlannedRow, PlanError> {
     let table = &plan.table;

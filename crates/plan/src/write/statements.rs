@@ -7,7 +7,7 @@
 use crate::condition::Resolver;
 use crate::object::TablePlan;
 use crate::query::{Assign, Delete, Ident, Update};
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 use apijet_core::Value;
 use apijet_request::{ConditionKey, Logic, Op, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
@@ -33,7 +33,7 @@ pub struct ArrayEdit {
 /// The plan of a POST object: its table, role and access, from its key and keywords only
 /// ([`insert_plan_inputs`]), so that objects that agree on those (the items of a batch) share
 /// one.
-pub fn insert_plan(obj: &TableObject, ctx: &Ctx<'_>) -> Result<TablePlan, PlanError> {
+pub fn insert_plan(obj: &TableObject, ctx: &Scope<'_>) -> Result<TablePlan, PlanError> {
     let keywords = TableObject {
         key: obj.key.clone(),
         entries: obj
@@ -107,7 +107,7 @@ fn list_of(v: Option<&Json>) -> Vec<String> {
 /// Splits a PUT object into assignments and conditions and plans both.
 pub fn update(
     obj: &TableObject,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     resolve: Resolver<'_>,
 ) -> Result<PlannedUpdate, PlanError> {
     let combined = list_of(keyword(obj, "combine"));
@@ -213,7 +213,7 @@ pub fn update(
 /// Plans a DELETE object: every key is a condition.
 pub fn delete(
     obj: &TableObject,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     resolve: Resolver<'_>,
 ) -> Result<(Delete, Option<Json>, TablePlan), PlanError> {
     let plan = TablePlan::new(obj, ctx)?;
