@@ -1,5 +1,5 @@
 //! The tables committed writes changed, for whoever follows them (live answers): every write
-//! through the pipeline tells its plan's [`changes`](apijet_plan::write_plan::WritePlan::changes)
+//! through the pipeline tells its plan's [`changes`](apijet_plan::write::WritePlan::changes)
 //! once it has committed, and a reload tells "every table". Nothing is kept while no one
 //! follows, so a server without subscriptions pays one atomic load per write.
 

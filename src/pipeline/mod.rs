@@ -23,7 +23,7 @@ use apijet_exec::write::WriteEnv;
 use apijet_exec::Backend;
 use apijet_plan::schema::Table;
 use apijet_plan::verify::{verify, ExistenceCheck};
-use apijet_plan::write_plan::WritePlan;
+use apijet_plan::write::WritePlan;
 use apijet_plan::{lookup, Context, PlanError, PlanOptions};
 use apijet_request::Request;
 use apijet_response::{failure, ApiError};

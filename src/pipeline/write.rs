@@ -7,7 +7,7 @@ use super::Pipeline;
 use apijet_core::{Method, Visitor};
 use apijet_exec::write::{single_insert, single_insert_answer, write};
 use apijet_plan::verify::ExistenceCheck;
-use apijet_plan::write_plan::WritePlan;
+use apijet_plan::write::WritePlan;
 use apijet_request::Request;
 use apijet_response::ApiError;
 use serde_json::{Map, Value as Json};

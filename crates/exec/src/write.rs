@@ -1,4 +1,4 @@
-//! POST, PUT and DELETE: a write's plan (`apijet_plan::write_plan::WritePlan`) run in one
+//! POST, PUT and DELETE: a write's plan (`apijet_plan::write::WritePlan`) run in one
 //! transaction (protocol §10).
 //!
 //! The request has passed the `Request` structure already. Each object becomes one statement
@@ -12,7 +12,7 @@ use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::Visitor;
 use apijet_plan::schema::SchemaCache;
-use apijet_plan::write_plan::{WritePlan, WriteStep};
+use apijet_plan::write::{WritePlan, WriteStep};
 use apijet_plan::PlanError;
 use apijet_sql::{render, Dialect, Statement};
 use serde_json::Value as Json;

@@ -32,7 +32,6 @@ pub use condition::predicate::check_pattern_budget;
 pub use condition::{CondSpec, Operand, Resolver, ValueSource};
 pub use expr::functions;
 pub use object::{plan_subquery, procedure, raw, TablePlan};
-pub use write as write_plan;
 
 pub use apijet_core::Visitor;
 pub use context::{Context, Scope};

@@ -21,7 +21,7 @@ use apijet_plan::read::ReadPlan;
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::verify::RequestRules;
-use apijet_plan::write_plan::WritePlan;
+use apijet_plan::write::WritePlan;
 use apijet_plan::{Context, PlanOptions};
 use apijet_request::Request;
 use std::path::Path;

@@ -9,7 +9,7 @@ use crate::ExecError;
 use apijet_core::Value;
 use apijet_plan::call::Planned;
 use apijet_plan::write;
-use apijet_plan::write_plan::ObjectCalls;
+use apijet_plan::write::ObjectCalls;
 use apijet_sql::{render, render_delete};
 use serde_json::{json, Map, Value as Json};
 
@@ -47,7 +47,7 @@ async fn write_function(
     values: &Map<String, Json>,
     env: &WriteEnv<'_>,
 ) -> Result<Option<Json>, ExecError> {
-    let Some(writing) = apijet_plan::write_plan::writing_call(call) else {
+    let Some(writing) = apijet_plan::write::writing_call(call) else {
         return Ok(None);
     };
     let (column, recursive) = (writing.column, writing.recursive);

@@ -8,7 +8,7 @@ use crate::backend::Tx;
 use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_plan::query::Ident;
-use apijet_plan::write_plan::{ArrayEditPlan, DeleteStep, ObjectCalls, UpdateStep};
+use apijet_plan::write::{ArrayEditPlan, DeleteStep, ObjectCalls, UpdateStep};
 use apijet_plan::PlanError;
 use apijet_sql::{render, render_delete, render_update, Statement};
 use serde_json::Value as Json;

@@ -8,7 +8,7 @@ use crate::backend::Tx;
 use crate::ExecError;
 use apijet_core::Value;
 use apijet_plan::query::Insert;
-use apijet_plan::write_plan::{InsertStep, PlannedRow, RowValue, WritePlan};
+use apijet_plan::write::{InsertStep, PlannedRow, RowValue, WritePlan};
 use apijet_plan::PlanError;
 use apijet_sql::render_insert;
 use serde_json::Value as Json;
