@@ -8,6 +8,7 @@ mod console;
 mod crud;
 mod http;
 mod live;
+mod mcp;
 mod metrics;
 mod observe;
 mod openapi;
@@ -53,6 +54,33 @@ enum Command {
         /// Debug mode: @explain, system tables and database error details.
         #[arg(long)]
         debug: bool,
+    },
+    /// Serve the Model Context Protocol over stdio, for an AI agent host that starts apijet.
+    ///
+    /// The database is served as `apijet serve` serves it (same settings, rules and limits),
+    /// as one visitor: a token from /login (signed with this configuration's token_secret),
+    /// or a phone and password logged in at start; neither: not logged in (public reads
+    /// only). Only MCP messages go to stdout; logs go to stderr.
+    Mcp {
+        /// sqlite://PATH, postgres://… or mysql://… (default sqlite://apijet.db)
+        #[arg(long)]
+        db: Option<String>,
+        /// A TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Debug mode: @explain, system tables and database error details.
+        #[arg(long)]
+        debug: bool,
+        /// A token from /login to act as.
+        #[arg(long, env = "APIJET_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The phone of the account to log in as (with --password).
+        #[arg(long, env = "APIJET_MCP_PHONE")]
+        phone: Option<String>,
+        /// Its password (prefer the environment variable: arguments are visible to every
+        /// user of the machine).
+        #[arg(long, env = "APIJET_MCP_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
     },
     /// Load the demo dataset into a database: drops and recreates its tables.
     ///
@@ -127,6 +155,23 @@ fn main() -> ExitCode {
                 let flags = config::Partial::flags(db, listen, debug);
                 let cfg = config::Config::load(config.as_deref(), flags)?;
                 http::serve(cfg).await
+            }
+            Command::Mcp {
+                db,
+                config,
+                debug,
+                token,
+                phone,
+                password,
+            } => {
+                let flags = config::Partial::flags(db, None, debug);
+                let cfg = config::Config::load(config.as_deref(), flags)?;
+                let identity = mcp::stdio::Identity {
+                    token,
+                    phone,
+                    password,
+                };
+                mcp::stdio::run(cfg, identity).await
             }
             Command::Demo { db, force } => {
                 apijet_demo::load(&db, force).await?;
