@@ -17,7 +17,8 @@
 # 4. Makes sure the browser test and the OpenAPI validation can run: chromium and
 #    chromium-driver from Debian (apt-get, when missing and root), and Python's
 #    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
-#    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
+#    APIJET_TEST_PYTHON), and the MCP Python SDK (pip, `mcp`, into target/mcp-venv; exported as
+#    APIJET_TEST_MCP_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
 # 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
 #    --check` and `cargo clippy --workspace --all-targets -- -D warnings`, each a stage of its own
@@ -98,6 +99,16 @@ if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
   fi
   [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
 fi
+
+# The official MCP Python SDK, the client of tests/it/mcp.rs: pinned, in a venv of its own.
+mcp_venv=target/mcp-venv
+if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+  db_log "installing the MCP Python SDK into $mcp_venv"
+  if ! { python3 -m venv "$mcp_venv" && "$mcp_venv/bin/pip" install --quiet 'mcp==2.3.0'; }; then
+    db_log "cannot install the MCP Python SDK (python3-venv missing?)"
+  fi
+fi
+if [ -x "$mcp_venv/bin/python" ]; then export APIJET_TEST_MCP_PYTHON="$PWD/$mcp_venv/bin/python"; fi
 
 if [ "${CI:-}" = true ] && [ ! -d ../shared/apijson ]; then
   echo "scripts/test.sh: CI=true but ../shared/apijson is missing: the conformance stage cannot run." >&2
