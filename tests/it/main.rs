@@ -42,6 +42,7 @@ mod bench_smoke;
 mod cluster;
 mod demo_command;
 mod exposure;
+mod mcp;
 mod openapi;
 mod ops;
 
