@@ -116,7 +116,14 @@ async fn log_in(
 }
 
 /// Runs the stdio server until its client closes stdin.
-pub async fn run(cfg: Config, identity: Identity) -> Result<(), String> {
+pub async fn run(mut cfg: Config, identity: Identity) -> Result<(), String> {
+    // Without a token from elsewhere, every token is made and read by this process: a key of
+    // its own is right, and the server's warning about one would only mislead.
+    if cfg.token_secret.is_none() && identity.token.is_none() {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| format!("no random key: {e}"))?;
+        cfg.token_secret = Some(key.iter().map(|b| format!("{b:02x}")).collect());
+    }
     let state = Arc::new(AppState::start(&cfg).await?);
     let login = Login::start(&state, identity).await?;
     let mcp = Mcp::new(state, Settings::of(&cfg), Some(login));
