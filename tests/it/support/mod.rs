@@ -72,18 +72,33 @@ pub fn demo_dir() -> PathBuf {
 pub fn demo_databases(test: &str) -> Vec<(Engine, String)> {
     claim(&format!("apijet_it_{test}"));
     let mut out = Vec::new();
-    let sqlite = format!(
-        "sqlite://{}",
-        demo_dir().join(format!("{test}.db")).display()
-    );
-    out.push((Engine::Sqlite, sqlite));
-    for engine in Engine::SERVERS {
+    for engine in [Engine::Sqlite].into_iter().chain(Engine::SERVERS) {
+        if let Some(url) = fresh_demo_database(test, engine) {
+            out.push((engine, url));
+        }
+    }
+    out
+}
+
+/// The same on one engine alone: `None` (with [`skip`]) where the rig does not provide it.
+pub fn demo_database(test: &str, engine: Engine) -> Option<String> {
+    claim(&format!("apijet_it_{test}"));
+    fresh_demo_database(test, engine)
+}
+
+fn fresh_demo_database(test: &str, engine: Engine) -> Option<String> {
+    let url = if engine == Engine::Sqlite {
+        format!(
+            "sqlite://{}",
+            demo_dir().join(format!("{test}.db")).display()
+        )
+    } else {
         let Some(admin) = engine.url() else {
             skip(&format!(
                 "{test}: {engine} not provided ({} unset): not run on it",
                 engine.url_env().unwrap_or_default()
             ));
-            continue;
+            return None;
         };
         let db = format!("apijet_it_{test}");
         let create = match engine {
@@ -96,17 +111,15 @@ pub fn demo_databases(test: &str) -> Vec<(Engine, String)> {
                 .cli(engine.admin_database(), &sql)
                 .unwrap_or_else(|e| panic!("creating {db}: {e}"));
         }
-        out.push((engine, with_database(&admin, &db)));
-    }
-    for (engine, url) in &out {
-        let status = std::process::Command::new(apijet_bin())
-            .args(["demo", "--db", url])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("apijet demo runs");
-        assert!(status.success(), "loading the demo dataset into {engine}");
-    }
-    out
+        with_database(&admin, &db)
+    };
+    let status = std::process::Command::new(apijet_bin())
+        .args(["demo", "--db", &url])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("apijet demo runs");
+    assert!(status.success(), "loading the demo dataset into {engine}");
+    Some(url)
 }
 
 /// Runs `check` against a server with `config` on a fresh copy of the demo dataset, once per
