@@ -14,8 +14,8 @@
 #      APIJET_TEST_MYSQL_ARGS    "-h 127.0.0.1 -P PORT -u root"       (mariadb client arguments)
 #    An engine whose URL is already set in the environment is not provisioned: the tests use the
 #    given server (set the matching *_ARGS too, or the tests derive them from the URL).
-# 4. Makes sure the browser test and the OpenAPI validation can run: chromium and
-#    chromium-driver from Debian (apt-get, when missing and root), and Python's
+# 4. Makes sure the browser test, the README's examples and the OpenAPI validation can run:
+#    chromium and chromium-driver, curl and jq from Debian (apt-get, when missing and root), and Python's
 #    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
 #    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
@@ -84,6 +84,16 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
   else
     db_log "chromium / chromedriver missing; install them (as root: apt-get install chromium chromium-driver)"
+  fi
+fi
+
+# curl and jq for the README's examples (tests/it/readme.rs runs every one).
+if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    db_log "installing curl jq with apt-get"
+    apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y curl jq >/dev/null
+  else
+    db_log "curl / jq missing; install them (as root: apt-get install curl jq)"
   fi
 fi
 

@@ -44,6 +44,7 @@ mod demo_command;
 mod exposure;
 mod openapi;
 mod ops;
+mod readme;
 mod schema_lookup;
 
 // The source tree.

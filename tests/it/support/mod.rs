@@ -5,6 +5,7 @@
 //! - [`browser::Browser`]: headless Chromium through chromedriver.
 //! - [`static_files`]: a small file server for web clients that are plain files (APIAuto).
 //! - [`events`]: a Server-Sent Events client for `/subscribe`.
+//! - [`readme_blocks`]: the README's shell examples, as `readme::` runs them.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -15,6 +16,7 @@ use serde_json::Value;
 
 pub mod browser;
 pub mod events;
+pub mod readme_blocks;
 pub mod static_files;
 
 pub use apijet_testkit::engine::with_database;
