@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 APIJET_CONSOLE_SCREENSHOT="$PWD/docs/console.png" \
-  cargo test --test console console_schema_panel -- --exact --nocapture \
-  console_schema_panel_shows_tables_columns_and_roles_in_chromium
+  cargo test --test it -- --exact --nocapture \
+  console::console_schema_panel_shows_tables_columns_and_roles_in_chromium
 echo "wrote docs/console.png"

@@ -15,8 +15,9 @@
 #    An engine whose URL is already set in the environment is not provisioned: the tests use the
 #    given server (set the matching *_ARGS too, or the tests derive them from the URL).
 # 4. Makes sure the browser test, the README's examples and the OpenAPI validation can run:
-#    chromium and chromium-driver, curl and jq from Debian (apt-get, when missing and root), and Python's
-#    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
+#    chromium and chromium-driver, curl and jq from Debian (apt-get, when missing and root), and
+#    Python's openapi-spec-validator (pip, into py-venv in cargo's build folder, `target/` or
+#    wherever CARGO_TARGET_DIR puts it, when `python3` lacks it; exported as
 #    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
 # 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
@@ -45,12 +46,15 @@
 #    conformance cases, fault tests and the format and lint stages), and exits 0 only when
 #    nothing failed.
 # 9. Always stops both servers and removes the temporary directories, on success, failure or
-#    Ctrl-C.
+#    Ctrl-C. The tests remove what they create themselves (tests/it/support/mod.rs: their files
+#    live in a folder of the test process, removed when it ends, however it ends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib/db.sh
 source scripts/lib/db.sh
+# shellcheck source=scripts/lib/cargo.sh
+source scripts/lib/cargo.sh
 
 want_pg=1
 want_my=1
@@ -66,8 +70,6 @@ cleanup() {
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
   rm -rf "$LOG_DIR"
-  # The tests' SQLite demo files (tests/it/support/mod.rs keeps them under target/tmp).
-  rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
 trap cleanup EXIT
@@ -99,14 +101,14 @@ fi
 
 # The OpenAPI validator for tests/it/openapi.rs.
 if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
-  venv=target/py-venv
+  venv=$(cargo_target_dir)/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
     db_log "installing openapi-spec-validator into $venv"
     if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0'; }; then
       db_log "cannot install openapi-spec-validator (python3-venv missing?)"
     fi
   fi
-  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
+  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$venv/bin/python"
 fi
 
 if [ "${CI:-}" = true ] && [ ! -d ../shared/apijson ]; then

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -46,27 +46,67 @@ fn a_name_claimed_twice_fails_the_second_test() {
     claim("apijet_it_claimed_twice");
 }
 
-/// Where this test process keeps its SQLite demo files: under cargo's temp dir for integration
-/// tests (`target/tmp`), not `/tmp`. The folders of earlier runs whose process has ended are
-/// removed first, so nothing piles up.
-pub fn demo_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let mine = format!("apijet-demo-it-{}", std::process::id());
-    if let Ok(entries) = fs::read_dir(root) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix("apijet-demo-it-") else {
-                continue;
-            };
-            let alive = Path::new("/proc").join(pid).exists();
-            if name != mine && !alive {
-                let _ = fs::remove_dir_all(entry.path());
+/// The prefix of [`scratch_dir`]'s folders.
+const PROCESS_DIR_PREFIX: &str = "apijet-demo-it-";
+
+/// Where this test process keeps its files (the SQLite demo files, the unpacked APIAuto): a
+/// folder of its own under cargo's temp dir for integration tests (`CARGO_TARGET_TMPDIR`,
+/// inside the build folder wherever `CARGO_TARGET_DIR` puts it), removed when the process
+/// exits. Folders of earlier runs whose process is gone (killed before it could remove its
+/// own) are removed when the next run first asks.
+pub fn scratch_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let mine = format!("{PROCESS_DIR_PREFIX}{}", std::process::id());
+        if let Ok(entries) = fs::read_dir(root) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_prefix(PROCESS_DIR_PREFIX) else {
+                    continue;
+                };
+                let alive = Path::new("/proc").join(pid).exists();
+                if name != mine && !alive {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
             }
         }
+        let dir = root.join(mine);
+        fs::create_dir_all(&dir).expect("temp dir");
+        remove_at_exit(&dir);
+        dir
+    })
+    .clone()
+}
+
+/// Removes `dir` when this process ends, however it ends (the harness returns, a test aborts
+/// it, SIGKILL): a small `sh` waits for the end of a pipe only this process holds (its
+/// descriptors are close-on-exec, so no server a test starts inherits it), which the kernel
+/// closes when the process is gone. It runs in a process group of its own, so Ctrl-C in the
+/// terminal stops the tests and not it.
+fn remove_at_exit(dir: &Path) {
+    use std::os::unix::process::CommandExt;
+    static HELD: OnceLock<std::process::ChildStdin> = OnceLock::new();
+    let watcher = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "cat >/dev/null; rm -rf -- \"$1\"",
+            "apijet-it-cleanup",
+        ])
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    match watcher {
+        Ok(mut child) => {
+            if let Some(pipe) = child.stdin.take() {
+                let _ = HELD.set(pipe);
+            }
+        }
+        Err(e) => eprintln!("cannot start the clean-up of {}: {e}", dir.display()),
     }
-    let dir = root.join(mine);
-    fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 /// A database holding a fresh copy of the demo dataset (`apijet demo`), per engine: a SQLite
@@ -92,7 +132,7 @@ fn fresh_demo_database(test: &str, engine: Engine) -> Option<String> {
     let url = if engine == Engine::Sqlite {
         format!(
             "sqlite://{}",
-            demo_dir().join(format!("{test}.db")).display()
+            scratch_dir().join(format!("{test}.db")).display()
         )
     } else {
         let Some(admin) = engine.url() else {
