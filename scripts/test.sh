@@ -41,6 +41,8 @@
 #    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
 #    a message. A fault test whose output stays open after it ended (a background process that
 #    outlived it) fails.
+#    A passing run must print no panic (a test that expects one prints "panicked at" all the
+#    same): such text fails the run.
 # 8. Ends with a summary: one line per stage (format and lint; unit and integration tests;
 #    conformance per engine and stage; each fault test), then `N passed, M failed` (N = tests,
 #    conformance cases, fault tests and the format and lint stages), and exits 0 only when
@@ -214,6 +216,13 @@ else
 fi
 passed=$((passed + t_passed))
 failed=$((failed + t_failed))
+# A passing run prints no panic: one that a test expects (#[should_panic]) still reads as a
+# failure in the log. Check the error such a panic would carry instead.
+panics=$(grep -c 'panicked at' "$LOG_DIR/cargo.log" || true)
+if [ "$t_failed" -eq 0 ] && [ "$panics" -gt 0 ]; then
+  failed=$((failed + 1))
+  summary+=("panic text in a passing run: FAILED, $panics \"panicked at\" lines (see above)")
+fi
 
 # `conformance [postgres]: 97 passed, 4 known deviations, 0 failed[, 2 order-dependent]`: every
 # case replayed counts, a known deviation and an order-dependent answer as passed.
