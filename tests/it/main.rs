@@ -40,6 +40,7 @@ mod request_cost;
 // Operations and the surfaces around the API.
 mod bench_smoke;
 mod cluster;
+mod command_help;
 mod demo_command;
 mod exposure;
 mod openapi;
