@@ -37,8 +37,9 @@
 //! fresh SQLite demo (the README's first command); `localhost:8080` and `127.0.0.1:8080` are
 //! rewritten to its free port (and its address back to `127.0.0.1:8080` in what is printed).
 //! Blocks see each other's writes, so a block that writes leaves the data as it found it
-//! (delete what you post, undo what you put). A command must end by itself: a stream
-//! (`curl -N …/subscribe`) needs `--max-time`.
+//! (delete what you post, undo what you put). A command must end by itself, and not by a
+//! clock: a stream (`curl -N …/subscribe`) goes to a file in the background, the block waits
+//! for the events it shows and then kills it (the live-answers example).
 //!
 //! **Blocks that need something else** say it with words after `sh` (GitHub shows none of
 //! them, so the prose says it too); words combine:
