@@ -23,7 +23,8 @@
 # 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
 #    --check` and `cargo clippy --workspace --all-targets -- -D warnings`, each a stage of its own
 #    in the summary; either failing fails the run.
-# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2`: the unit tests
+# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (without
+#    --workspace when the arguments pick packages with -p): the unit tests
 #    of each crate and the one integration test binary `it` (tests/it/main.rs, a module per
 #    behaviour: tests/it/accounts.rs is `accounts::`), also after a failure; the conformance
 #    report of tests/it/conformance/mod.rs is printed: documented deviations as `known`,
@@ -188,9 +189,16 @@ for arg in "$@"; do
   fi
 done
 
+# The whole workspace, unless the arguments pick packages (`-p apijet-plan`): cargo takes
+# --workspace over -p, so both together would run everything.
+scope=(--workspace)
+for arg in "${cargo_args[@]}"; do
+  case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
+done
+
 set +e
 # --no-fail-fast: every test binary runs, so the summary counts them all.
-cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
+cargo test "${scope[@]}" --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
