@@ -46,7 +46,8 @@
 //!
 //! - `setup`: not run. One of the README's two set-up commands (`cargo run --release --
 //!   serve`; `bash scripts/test.sh` and its argument forms), and the test checks the block holds
-//!   nothing else. The only exception: the first is the server this test starts, the second is
+//!   nothing else, and that the tests (`-- accounts::`) and packages (`-p apijet-plan`) it names
+//!   exist. The only exception: the first is the server this test starts, the second is
 //!   what runs this test.
 //! - `APIJET_NAME=value` (one or more): a server of its own (fresh SQLite demo) started with
 //!   these variables, which the block's shell sees too (`$APIJET_METRICS_TOKEN`).
@@ -134,8 +135,55 @@ fn is_setup_command(line: &str) -> bool {
         || line.starts_with("bash scripts/test.sh ")
 }
 
+/// Why a set-up command names a test filter or a package that does not exist, if it does: the
+/// `setup` blocks are not run, so what they name is checked here (the filter after `--` against
+/// this binary's tests, `-p NAME` against the workspace's packages).
+fn setup_target_missing(line: &str, tests: &[String]) -> Option<String> {
+    let line = line.split(" #").next().unwrap_or(line).trim();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if let Some(at) = words.iter().position(|w| *w == "--") {
+        let filter = words.get(at + 1)?;
+        if !tests.iter().any(|t| t.contains(filter)) {
+            return Some(format!("no test of `it` matches {filter:?}"));
+        }
+    }
+    if let Some(at) = words.iter().position(|w| *w == "-p") {
+        let package = words.get(at + 1)?;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let known = std::fs::read_dir(root.join("crates"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|dir| std::fs::read_to_string(dir.path().join("Cargo.toml")).ok())
+            .any(|toml| toml.contains(&format!("name = \"{package}\"")));
+        if !known {
+            return Some(format!("no package {package:?} under crates/"));
+        }
+    }
+    None
+}
+
+/// The tests of this binary (`--list`).
+fn tests_of_this_binary() -> Vec<String> {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe)
+        .args(["--list", "--format", "terse"])
+        .output()
+        .expect("the test binary lists its tests");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn shell_examples_are_sh_blocks_and_only_the_setup_commands_are_not_run() {
+    let tests = tests_of_this_binary();
+    assert!(
+        tests.iter().any(|t| t.starts_with("readme::")),
+        "the test binary lists its tests: {tests:?}"
+    );
     let mut problems = Vec::new();
     let mut setups = 0;
     for block in fenced_blocks(&readme()) {
@@ -153,6 +201,8 @@ fn shell_examples_are_sh_blocks_and_only_the_setup_commands_are_not_run() {
                                  the two set-up commands: write it as a block that runs",
                                 block.line + 1 + i
                             ));
+                        } else if let Some(why) = setup_target_missing(line, &tests) {
+                            problems.push(format!("README.md:{}: {why}", block.line + 1 + i));
                         }
                     }
                     if block
