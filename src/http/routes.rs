@@ -35,5 +35,6 @@ pub fn routes(state: Arc<AppState>, cfg: &Config) -> Router {
     if cfg.live {
         app = super::subscribe::routes(app);
     }
+    app = crate::mcp::http::routes(app, &state, cfg);
     app.with_state(state)
 }

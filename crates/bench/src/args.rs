@@ -7,7 +7,21 @@ use apijet_testkit::engine::Engine;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SCENARIO_HELP: &str = "\
+/// Where the kit's settings come from (the end of its help).
+macro_rules! settings_help {
+    () => {
+        "Settings: the flags above; --postgres-url and --mysql-url also from \
+         APIJET_BENCH_POSTGRES_URL and APIJET_BENCH_MYSQL_URL, the server measured from APIJET_BIN \
+         (apijet bench sets it to itself). No configuration file is read. The apijet servers it \
+         starts get a settings file from the bench, and inherit this environment: an APIJET_* \
+         variable set here changes what they do (and what is measured)."
+    };
+}
+
+/// The scenarios, in the long help.
+macro_rules! scenario_help {
+    () => {
+        "\
 Scenarios (--scenarios, in this order):
   list    Big list: {\"TEvent[]\":{\"count\":N,\"TEvent\":{\"@column\":\"x_uin,x_send_time,…\"}}} for
           N = 10k, 100k, 1M, with and without \"x_xid{}\":[1001,1002] (two values, 55 % of rows),
@@ -46,7 +60,9 @@ stdout; results.json, results.md, chart.svg and results.html in --out.
 
 Example (the README's full run):  apijet bench --out docs/bench/run
 Smoke:                            apijet bench --quick --engines sqlite
-Regressions against a run:        apijet bench --compare docs/bench/results.json";
+Regressions against a run:        apijet bench --compare docs/bench/results.json"
+    };
+}
 
 /// Load generator choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -81,8 +97,11 @@ pub enum ScenarioId {
         the data, starts apijet servers (the apijet binary beside this one, or --apijet-bin), \
         measures every scenario against apijet and a baseline in the same run, and writes \
         tables, JSON and a chart.",
-    after_long_help = SCENARIO_HELP,
-    after_help = "Run `apijet bench --help` for the scenarios."
+    after_long_help = concat!(scenario_help!(), "\n\n", settings_help!()),
+    after_help = concat!(
+        "Run `apijet bench --help` for the scenarios.\n\n",
+        settings_help!()
+    )
 )]
 pub struct BenchArgs {
     /// Engines, comma-separated [default: pg,mariadb,sqlite; with --compare, the old run's].
