@@ -134,7 +134,7 @@ enum Command {
     },
 }
 
-/// Where `serve` reads its settings (src/config).
+/// Where `serve` and `mcp` read their settings (src/config).
 const SERVE_SETTINGS: &str = "Settings come from, in rising precedence: defaults; the TOML file \
 given with --config FILE (apijet.example.toml in the source lists every key with its default, the \
 README's Configuration section what each does); APIJET_* environment variables, one per key in \
@@ -171,6 +171,8 @@ fn command_line() -> clap::Command {
     };
     Cli::command()
         .mut_subcommand("serve", |c| with(c, SERVE_SETTINGS))
+        // Served as `serve` serves it: the same settings, from the same places.
+        .mut_subcommand("mcp", |c| with(c, SERVE_SETTINGS))
         .mut_subcommand("demo", |c| with(c, FLAGS_ONLY))
         .mut_subcommand("bench", |c| with(c, BENCH_SETTINGS))
         .mut_subcommand("live-triggers", |c| with(c, FLAGS_ONLY))
