@@ -29,14 +29,31 @@ CL_PROXY_PORT="" CL_PROXY_PID=""
 
 cl_log() { printf '[cluster] %s\n' "$*" >&2; }
 
-# The apijet binary: $APIJET_BIN, else target/debug/apijet built on demand.
+# The apijet binary: $APIJET_BIN, else the debug build in cargo's own target directory, built
+# on demand. That directory is cargo's to say (CARGO_TARGET_DIR, `build.target-dir` in a
+# .cargo/config.toml), so it is asked, never assumed to be ./target.
 cl_apijet_bin() {
   if [ -n "${APIJET_BIN:-}" ]; then
     printf '%s' "$APIJET_BIN"
     return
   fi
   cargo build --quiet --bin apijet >&2 || return 1
-  printf '%s' "$PWD/target/debug/apijet"
+  local dir
+  dir=$(cl_cargo_target_dir) || return 1
+  printf '%s' "$dir/debug/apijet"
+}
+
+# cargo's target directory: CARGO_TARGET_DIR made absolute, else what `cargo metadata` says.
+cl_cargo_target_dir() {
+  if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+    case "$CARGO_TARGET_DIR" in
+    /*) printf '%s' "$CARGO_TARGET_DIR" ;;
+    *) printf '%s' "$PWD/$CARGO_TARGET_DIR" ;;
+    esac
+    return
+  fi
+  cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"], end="")'
 }
 
 # Fails (with why) when a tool the topologies need is missing; under CI this is an error, never a skip.
