@@ -4,6 +4,9 @@
 #   bash scripts/cluster/fault-test.sh galera     3-node MariaDB Galera; kill -9 one node
 #   bash scripts/cluster/fault-test.sh postgres   primary + synchronous hot standby; stop the
 #                                                 primary (immediate mode) and promote the standby
+#   bash scripts/cluster/fault-test.sh patroni    3 PostgreSQL nodes under Patroni (etcd, haproxy
+#                                                 by Patroni's health checks); kill -9 the leader
+#                                                 (its Patroni and PostgreSQL): Patroni promotes
 #
 # Writers (scripts/cluster/writers.py) log in through haproxy and POST new rows through both
 # instances at a steady rate (FT_WRITERS writers × FT_RATE per second, FT_SECONDS in all); the
@@ -21,9 +24,9 @@ cd "$(dirname "$0")/../.."
 
 topology=${1:-}
 case "$topology" in
-galera | postgres) ;;
+galera | postgres | patroni) ;;
 *)
-  echo "usage: $0 galera|postgres" >&2
+  echo "usage: $0 galera|postgres|patroni" >&2
   exit 2
   ;;
 esac
@@ -98,6 +101,26 @@ if [ "$topology" = galera ]; then
   fault() { cl_galera_kill 1; }
   rows() { cl_my "${CL_MY_PORTS[0]}" "SELECT content, id FROM apijet.Comment WHERE content LIKE 'ft-$run-%'"; }
   describe="kill -9 Galera node 1 of 3"
+elif [ "$topology" = patroni ]; then
+  cl_patroni_up "$DIR" 3
+  primary=postgres://postgres@127.0.0.1:$CL_PAT_PRIMARY_PORT/postgres
+  list="postgres://postgres@$(cl_patroni_hosts)/postgres?target_session_attrs"
+  "$bin" demo --db "$primary" >/dev/null
+  # Instance 0 through haproxy (writes where GET /primary answers 200, reads where /replica
+  # does), instance 1 through the host list (target_session_attrs picks the primary for writes,
+  # a standby for reads). Neither is told about the failover: they find the new leader.
+  cl_apijet_up "$DIR" 0 "$primary" "postgres://postgres@127.0.0.1:$CL_PAT_REPLICA_PORT/postgres?application_name=apijet-replica"
+  cl_apijet_up "$DIR" 1 "$list=read-write" "$list=read-only&application_name=apijet-replica"
+  leader=$(cl_patroni_leader)
+  fault() { cl_patroni_crash "$leader"; }
+  # The new leader, as Patroni says, and how long the election took.
+  after_fault() {
+    local new
+    new=$(cl_patroni_wait_leader 60 "$leader") || return 1
+    cl_log "Patroni promoted node $new (node $leader was the leader) $(python3 -c "import time; print(f'{time.time() - $(cat "$DIR/kill-time"):.2f}')") s after the kill"
+  }
+  rows() { cl_pg "$CL_PAT_PRIMARY_PORT" "SELECT content, id FROM \"Comment\" WHERE content LIKE 'ft-$run-%'" | tr '|' '\t'; }
+  describe="kill -9 the Patroni leader (node $leader: its Patroni daemon and PostgreSQL)"
 else
   cl_pg_up "$DIR"
   primary=127.0.0.1:${CL_PG_PORTS[0]}
@@ -121,15 +144,25 @@ python3 scripts/cluster/writers.py run --instances "$instances" \
   --seconds "$FT_SECONDS" --run "$run" --out "$DIR/load" &
 load=$!
 sleep "$FT_KILL_AFTER"
-if [ "$topology" = postgres ]; then
-  # The reads of the load so far went to the standby, not the primary.
-  replica_reads=$(cl_pg "${CL_PG_PORTS[1]}" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'apijet-replica'")
-  cl_log "connections of the instances' read pools on the standby: $replica_reads"
-  [ "$replica_reads" -gt 0 ] || { cl_log "no read reached the standby"; exit 1; }
+if [ "$topology" = postgres ] || [ "$topology" = patroni ]; then
+  # The reads of the load so far went to the standbys, not the primary.
+  standbys=("${CL_PG_PORTS[1]}")
+  if [ "$topology" = patroni ]; then
+    standbys=()
+    for i in "${!CL_PG_PORTS[@]}"; do [ "$i" = "$leader" ] || standbys+=("${CL_PG_PORTS[$i]}"); done
+  fi
+  replica_reads=0
+  for port in "${standbys[@]}"; do
+    n=$(cl_pg "$port" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'apijet-replica'")
+    replica_reads=$((replica_reads + n))
+  done
+  cl_log "connections of the instances' read pools on the standbys: $replica_reads"
+  [ "$replica_reads" -gt 0 ] || { cl_log "no read reached a standby"; exit 1; }
 fi
 python3 -c 'import time; print(time.time())' >"$DIR/kill-time"
 fault
 cl_log "fault injected: $describe"
+if declare -F after_fault >/dev/null; then after_fault || exit 1; fi
 load_rc=0
 wait "$load" || load_rc=$?
 rows >"$DIR/rows.txt"

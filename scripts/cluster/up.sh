@@ -17,13 +17,13 @@ cd "$(dirname "$0")/../.."
 
 topology=${1:-}
 case "$topology" in
-galera | postgres) seconds=${2:-600} ;;
+galera | postgres | patroni | spider) seconds=${2:-600} ;;
 haproxy)
   [ -n "${2:-}" ] || { echo "usage: $0 haproxy DB_URL [SECONDS]" >&2; exit 2; }
   seconds=${3:-600}
   ;;
 *)
-  echo "usage: $0 galera|postgres [SECONDS] | haproxy DB_URL [SECONDS]" >&2
+  echo "usage: $0 galera|postgres|patroni|spider [SECONDS] | haproxy DB_URL [SECONDS]" >&2
   exit 2
   ;;
 esac
@@ -76,6 +76,23 @@ postgres)
   done
   cl_log "primary: psql -h 127.0.0.1 -p ${CL_PG_PORTS[0]} -U postgres; standby: -p ${CL_PG_PORTS[1]}"
   cl_log "fail over: $DB_PG_BIN/pg_ctl -D ${CL_PG_DATA[0]} -m immediate stop; $DB_PG_BIN/pg_ctl -D ${CL_PG_DATA[1]} promote  (as user postgres)"
+  ;;
+patroni)
+  cl_patroni_up "$DIR" 3
+  primary=postgres://postgres@127.0.0.1:$CL_PAT_PRIMARY_PORT/postgres
+  replicas=postgres://postgres@127.0.0.1:$CL_PAT_REPLICA_PORT/postgres
+  list="postgres://postgres@$(cl_patroni_hosts)/postgres?target_session_attrs"
+  "$bin" demo --db "$primary" >/dev/null
+  # Instance 0 through haproxy (Patroni's health checks pick the primary), instance 1 through a
+  # libpq host list (target_session_attrs picks it): two ways to the same failover.
+  cl_apijet_up "$DIR" 0 "$primary" "$replicas"
+  cl_apijet_up "$DIR" 1 "$list=read-write" "$list=read-only"
+  printf 'db=%s\n' "$primary" "$list=read-write"
+  printf 'read_replicas=%s\n' "$replicas" "$list=read-only"
+  for i in "${!CL_PG_PORTS[@]}"; do
+    cl_log "node $i: psql -h 127.0.0.1 -p ${CL_PG_PORTS[$i]} -U postgres; Patroni: curl -s 127.0.0.1:${CL_PAT_REST_PORTS[$i]}/cluster (pid ${CL_PAT_PIDS[$i]})"
+  done
+  cl_log "fail over: kill -9 the leader's Patroni and PostgreSQL; Patroni promotes a replica within ${CL_PAT_TTL} s"
   ;;
 haproxy)
   cl_apijet_up "$DIR" 0 "$2"
