@@ -18,6 +18,7 @@
 #                               /health; CL_PROXY_PORT
 #   lib-patroni.sh, lib-spider.sh: the Patroni and Spider topologies (sourced at the end)
 #   cl_down                     stop all of the above (safe to call twice)
+#   cl_watchdog PID SECONDS     TERM the calling script after SECONDS (a background job)
 #   cl_stop_jobs                stop every background job the calling script still has (a
 #                               watchdog, a load generator): call it from the EXIT trap, so that
 #                               nothing outlives the script or holds its standard output
@@ -307,6 +308,19 @@ cl_stop_pid() {
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# TERMs the calling script (pid $1) after $2 seconds: run it as a background job
+# (`cl_watchdog $$ SECONDS </dev/null >/dev/null 2>&1 &`). It takes its own sleep down when it
+# is stopped (cl_stop_jobs), so that no sleep outlives the script, holds its standard output,
+# or later signals a process that took over its pid.
+# shellcheck disable=SC2317  # the trap's command
+cl_watchdog() {
+  local nap
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  sleep "$2" &
+  nap=$!
+  wait "$nap" && kill -TERM "$1"
 }
 
 cl_stop_jobs() {
