@@ -17,7 +17,8 @@
 #                               when a node died, before the head's commit reached it) as the
 #                               head decided them; prints how many were committed and rolled back
 #
-# Settings of the head, each for a reason found running apijet's conformance cases on it:
+# Settings of the head, each for a reason found running apijet's conformance cases on it
+# (CL_SPIDER_XA=OFF turns the first off, to measure what it costs):
 # - spider_internal_xa: a transaction that wrote on several data nodes commits with XA (prepare
 #   on every node, then commit), so a node that fails before it prepared rolls the whole
 #   transaction back. Spider's XA bookkeeping tells the members of a transaction apart by host
@@ -94,7 +95,7 @@ cl_spider_up() {
     CL_SPIDER_DIRS[i]=$d
     if [ "$i" -eq 0 ]; then
       CL_SPIDER_ARGS[i]="--bind-address=127.0.0.1 --port=${ports[0]} --plugin-load-add=ha_spider \
-        --loose-spider-internal-xa=ON --loose-spider-multi-split-read=0"
+        --loose-spider-internal-xa=${CL_SPIDER_XA:-ON} --loose-spider-multi-split-read=0"
     else
       CL_SPIDER_DATA[i - 1]=127.0.0.$((i + 1)):${ports[$i]}
       CL_SPIDER_ARGS[i]="--bind-address=127.0.0.$((i + 1)) --port=${ports[$i]}"

@@ -151,10 +151,12 @@ check_atomic() {
   local api=http://127.0.0.1:${CL_API_PORTS[0]} token up down left moment in_doubt k verdict own
   # A login reads Privacy by phone, on every shard: it is done while they are all up.
   token=$(python3 scripts/cluster/spider_probe.py login --instance "$api")
-  up=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-up" --avoid-shard 1)
+  up=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-up" --avoid-shard 1) ||
+    return 1
   own=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["moment"])' "$up")
   cl_spider_kill 1
-  down=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-down" --moment "$own")
+  down=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-down" --moment "$own") ||
+    return 1
   left=$(marked "0 2" "at-$run-down")
   cl_spider_start 1
   cl_log "XA transactions data node 1 held in doubt: $(cl_spider_resolve)"
@@ -201,6 +203,7 @@ check_list() {
     servers+="${servers:+, }PARTITION p$k REMOTE_SERVER='s$k'"
   done
   for p in "${fills[@]}"; do wait "$p" || return 1; done
+  cl_log "t_big: $n rows written on the data nodes"
   cl_spider_sql head "CREATE TABLE apijet.t_big ($columns) ENGINE=SPIDER REMOTE_DATABASE='apijet'
       REMOTE_TABLE='t_big' PARTITION BY HASH (id) ($servers);
     INSERT INTO apijet.Access (id, name, alias, get, head) VALUES (990001, 't_big', 'TBig',
@@ -212,9 +215,9 @@ check_list() {
   CL_API_ENV=()
   head_pid=${CL_SPIDER_PIDS[0]}
   tenth=$(python3 scripts/cluster/spider_probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
-    --rows $((n / 10)) --pids "${CL_API_PIDS[2]},$head_pid")
+    --rows $((n / 10)) --pids "${CL_API_PIDS[2]},$head_pid") || return 1
   full=$(python3 scripts/cluster/spider_probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
-    --rows "$n" --pids "${CL_API_PIDS[2]},$head_pid")
+    --rows "$n" --pids "${CL_API_PIDS[2]},$head_pid") || return 1
   line=$(python3 - "$n" "$tenth" "$full" "${CL_API_PIDS[2]}" "$head_pid" <<'PY'
 import json, sys
 n, tenth, full, api, head = int(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -234,9 +237,15 @@ PY
   summary+=("$rows-row list in flat memory (${peak} MiB peak)")
 }
 
-if wants conformance; then check_conformance || exit 1; fi
+# PART: runs check_PART, timed.
+part() {
+  local started=$SECONDS
+  "check_$1" || { cl_log "$1: failed after $((SECONDS - started)) s"; return 1; }
+  cl_log "$1: done in $((SECONDS - started)) s"
+}
+if wants conformance; then part conformance || exit 1; fi
 if wants ids || wants atomic || wants list; then apijet_up || exit 1; fi
-if wants ids; then check_ids || exit 1; fi
-if wants atomic; then check_atomic || exit 1; fi
-if wants list; then check_list || exit 1; fi
+if wants ids; then part ids || exit 1; fi
+if wants atomic; then part atomic || exit 1; fi
+if wants list; then part list || exit 1; fi
 echo "spider: $(IFS=,; echo "${summary[*]}" | sed 's/,/, /g')"

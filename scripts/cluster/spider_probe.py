@@ -147,7 +147,11 @@ def list_rows(args):
     tail = b""
     needle = b'"x_uin":'
     while True:
-        chunk = r.read(1 << 16)
+        try:
+            chunk = r.read(1 << 16)
+        except http.client.IncompleteRead as e:
+            print(f"spider_probe: the answer was cut after {nbytes} bytes ({e!r})", file=sys.stderr)
+            chunk = b""
         if not chunk:
             break
         nbytes += len(chunk)
