@@ -75,7 +75,8 @@ else
   done
   servers+=("haproxy=$CL_PAT_PROXY_PID")
 fi
-CL_API_ENV=("APIJET_MAX_COUNT=1000000" "APIJET_MAX_ANSWER_BYTES=400000000" "APIJET_POOL_SIZE=16")
+CL_API_ENV=("APIJET_MAX_COUNT=1000000" "APIJET_MAX_ANSWER_BYTES=400000000" "APIJET_POOL_SIZE=16"
+  "APIJET_STATEMENT_TIMEOUT_MS=300000" "APIJET_ANONYMOUS_STATEMENT_TIMEOUT_MS=0")
 cl_apijet_up "$DIR" 0 "$db" "$replicas"
 api=http://127.0.0.1:${CL_API_PORTS[0]}
 servers=("apijet=${CL_API_PIDS[0]}" "${servers[@]}")
@@ -127,8 +128,9 @@ name, served = sys.argv[1], sys.argv[2].split()
 requests, rate = int(served[0]), served[1]
 before = dict(l.split() for l in sys.argv[3].splitlines())
 after = dict(l.split() for l in sys.argv[4].splitlines())
-costs = ", ".join(f"{k} {1e6 * (float(after[k]) - float(before[k])) / requests:.0f}" for k in after)
-print(f"{name}: {requests} requests ({rate}); CPU µs per request: {costs}")
+unit, scale = ("ns", 1e9) if requests >= 100000 and "rows" in rate else ("µs", 1e6)
+costs = ", ".join(f"{k} {scale * (float(after[k]) - float(before[k])) / requests:.0f}" for k in after)
+print(f"{name}: {requests} requests ({rate}); CPU {unit} per request: {costs}")
 PY
 }
 

@@ -48,6 +48,9 @@ source scripts/cluster/lib.sh
 
 DIR=""
 report_args=()
+# The moment the failed server is gone (its processes killed and reaped): the failover is
+# timed from here, and writes sent before it may still land on it.
+fault_done() { python3 -c 'import time; print(time.time())' >"$DIR/kill-time"; }
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$?
@@ -91,7 +94,7 @@ if [ "$topology" = galera ]; then
   # Killing node 1 takes away instance 1's primary and instance 0's replica.
   cl_apijet_up "$DIR" 0 "$(url 0)" "mysql://root@127.0.0.1:${CL_MY_PORTS[1]}/apijet"
   cl_apijet_up "$DIR" 1 "$(url 1)" "mysql://root@127.0.0.1:${CL_MY_PORTS[2]}/apijet"
-  fault() { cl_galera_kill 1; }
+  fault() { cl_galera_kill 1 && fault_done; }
   rows() { cl_my "${CL_MY_PORTS[0]}" "SELECT content, id FROM apijet.Comment WHERE content LIKE 'ft-$run-%'"; }
   describe="kill -9 Galera node 1 of 3"
 elif [ "$topology" = spider ]; then
@@ -105,7 +108,7 @@ elif [ "$topology" = spider ]; then
   # Both instances on the head; Spider sends each row to the data node HASH(id) names.
   cl_apijet_up "$DIR" 0 "$db"
   cl_apijet_up "$DIR" 1 "$db"
-  fault() { cl_spider_kill 1; }
+  fault() { cl_spider_kill 1 && fault_done; }
   after_fault() {
     sleep "$FT_DOWN_FOR"
     # When the restart began and when the node answered again.
@@ -128,7 +131,7 @@ elif [ "$topology" = patroni ]; then
   cl_apijet_up "$DIR" 0 "$primary" "postgres://postgres@127.0.0.1:$CL_PAT_REPLICA_PORT/postgres?application_name=apijet-replica"
   cl_apijet_up "$DIR" 1 "$list=read-write" "$list=read-only&application_name=apijet-replica"
   leader=$(cl_patroni_leader)
-  fault() { cl_patroni_crash "$leader"; }
+  fault() { cl_patroni_crash "$leader" && fault_done; }
   # The new leader, as Patroni says, and how long the election took.
   after_fault() {
     local new
@@ -147,7 +150,8 @@ else
   replica="postgres://postgres@$standby/postgres?application_name=apijet-replica"
   cl_apijet_up "$DIR" 0 "postgres://postgres@$primary,$standby/postgres?target_session_attrs=read-write" "$replica"
   cl_apijet_up "$DIR" 1 "postgres://postgres@$standby,$primary/postgres?target_session_attrs=read-write" "$replica"
-  fault() { cl_pg_fail_over; }
+  # The primary's crash is the fault; the promotion that follows is part of the failover.
+  fault() { cl_pg_crash_primary && fault_done && cl_pg_promote_standby; }
   rows() { cl_pg "${CL_PG_PORTS[1]}" "SELECT content, id FROM \"Comment\" WHERE content LIKE 'ft-$run-%'" | tr '|' '\t'; }
   describe="stop the primary (immediate) and promote the standby"
 fi
@@ -175,7 +179,6 @@ if [ "$topology" = postgres ] || [ "$topology" = patroni ]; then
   cl_log "connections of the instances' read pools on the standbys: $replica_reads"
   [ "$replica_reads" -gt 0 ] || { cl_log "no read reached a standby"; exit 1; }
 fi
-python3 -c 'import time; print(time.time())' >"$DIR/kill-time"
 fault
 cl_log "fault injected: $describe"
 if declare -F after_fault >/dev/null; then after_fault || exit 1; fi

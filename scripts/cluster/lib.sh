@@ -11,6 +11,7 @@
 #   cl_pg_up DIR                PostgreSQL primary + hot standby (pg_basebackup, synchronous);
 #                               CL_PG_PORTS=(primary standby), CL_PG_DATA=(dir dir)
 #   cl_pg_fail_over             stop the primary (immediate, like a crash) and promote the standby
+#                               (cl_pg_crash_primary, then cl_pg_promote_standby)
 #   cl_apijet_up DIR I DB [REPLICAS [PORT]]   apijet instance I (instance_id I, shared
 #                               token_secret, haproxy's X-Forwarded-For trusted; CL_API_ENV: more
 #                               VAR=VALUE words for it); CL_API_PORTS[I], CL_API_PIDS[I]
@@ -244,8 +245,11 @@ cl_pg_up() {
   cl_log "PostgreSQL primary on 127.0.0.1:${ports[0]}, synchronous hot standby on 127.0.0.1:${ports[1]}"
 }
 
-cl_pg_fail_over() {
+cl_pg_fail_over() { cl_pg_crash_primary && cl_pg_promote_standby; }
+cl_pg_crash_primary() {
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "${CL_PG_DATA[0]}" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+}
+cl_pg_promote_standby() {
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "${CL_PG_DATA[1]}" -w -t 30 promote >/dev/null
 }
 

@@ -67,13 +67,14 @@ db="mysql://root@127.0.0.1:$CL_SPIDER_HEAD_PORT/apijet"
 
 # --- 1. Conformance --------------------------------------------------------------------------
 check_conformance() {
-  local started=$SECONDS loaders=() p rc=0 cases
-  for db in apijet_conf apijet_conf_w; do
-    python3 ../shared/apijson/load-demo-db --mariadb-db "$db" --mysql="$head_args" >"$DIR/load-$db.log" 2>&1 &
+  local started=$SECONDS loaders=() p rc=0 cases database
+  for database in apijet_conf apijet_conf_w; do
+    python3 ../shared/apijson/load-demo-db --mariadb-db "$database" --mysql="$head_args" \
+      >"$DIR/load-$database.log" 2>&1 &
     loaders+=($!)
   done
   for p in "${loaders[@]}"; do wait "$p" || { cat "$DIR"/load-*.log >&2; return 1; }; done
-  cl_spider_shard apijet_conf apijet_conf_w
+  cl_spider_shard apijet_conf apijet_conf_w || return 1
   cl_log "demo databases loaded and sharded in $((SECONDS - started)) s"
   APIJET_TEST_SPIDER_URL="mysql://root@127.0.0.1:$CL_SPIDER_HEAD_PORT/mysql" \
     cargo test --quiet --test it -- --ignored --exact conformance::conformance_spider --nocapture \
@@ -89,14 +90,15 @@ check_conformance() {
   summary+=("conformance OK ($cases cases)")
 }
 
-# apijet's demo database, sharded, and two instances behind haproxy.
+# apijet's demo database, sharded, and two instances behind haproxy. (The checks run in `||`
+# lists, where `set -e` does not hold: every step that can fail says so itself.)
 apijet_up() {
-  cl_spider_sql head "CREATE DATABASE apijet"
-  "$bin" demo --db "$db" >/dev/null
-  cl_spider_shard apijet
-  cl_apijet_up "$DIR" 0 "$db"
-  cl_apijet_up "$DIR" 1 "$db"
-  cl_haproxy_up "$DIR"
+  cl_spider_sql head "CREATE DATABASE apijet" &&
+    "$bin" demo --db "$db" >/dev/null &&
+    cl_spider_shard apijet &&
+    cl_apijet_up "$DIR" 0 "$db" &&
+    cl_apijet_up "$DIR" 1 "$db" &&
+    cl_haproxy_up "$DIR"
 }
 
 # --- 2. Ids ----------------------------------------------------------------------------------
@@ -106,12 +108,13 @@ check_ids() {
   # Single-row POSTs from both instances (4 writers, 20 a second each, every row read back
   # through the other instance), then batches of 100 rows.
   python3 scripts/cluster/writers.py run --instances "$instances" --proxy "http://127.0.0.1:$CL_PROXY_PORT" \
-    --writers 4 --rate 20 --seconds 6 --run "$run" --out "$DIR/ids" >/dev/null
+    --writers 4 --rate 20 --seconds 6 --run "$run" --out "$DIR/ids" >/dev/null || return 1
   singles=$(cat "$DIR"/ids/writer-*.log | awk -F'\t' '$4 == "ok"' | wc -l)
   stale=$(cat "$DIR"/ids/writer-*.log | awk -F'\t' '$4 == "ok" && $7 != "seen"' | wc -l)
-  batched=$(python3 scripts/cluster/spider_probe.py batches --instances "$instances" --marker "ft-$run-batch" --batches 5 --rows 100)
+  batched=$(python3 scripts/cluster/spider_probe.py batches --instances "$instances" --marker "ft-$run-batch" --batches 5 --rows 100) ||
+    return 1
   for k in 0 1 2; do
-    shares+=("$(cl_spider_sql "$k" "SELECT COUNT(*) FROM apijet.Comment WHERE content LIKE 'ft-$run-%'")")
+    shares+=("$(cl_spider_sql "$k" "SELECT COUNT(*) FROM apijet.Comment WHERE content LIKE 'ft-$run-%'")") || return 1
   done
   # The same ids, were they spread by HASH(id) over four shards instead (id mod 4).
   four=$(cl_spider_sql head "SELECT MOD(id, 4), COUNT(*) FROM apijet.Comment WHERE content LIKE 'ft-$run-%' GROUP BY 1" |
@@ -150,15 +153,15 @@ marked() { # "NODES" MARKER: the rows holding MARKER on those data nodes
 check_atomic() {
   local api=http://127.0.0.1:${CL_API_PORTS[0]} token up down left moment in_doubt k verdict own
   # A login reads Privacy by phone, on every shard: it is done while they are all up.
-  token=$(python3 scripts/cluster/spider_probe.py login --instance "$api")
+  token=$(python3 scripts/cluster/spider_probe.py login --instance "$api") || return 1
   up=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-up" --avoid-shard 1) ||
     return 1
   own=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["moment"])' "$up")
-  cl_spider_kill 1
+  cl_spider_kill 1 || return 1
   down=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-down" --moment "$own") ||
     return 1
   left=$(marked "0 2" "at-$run-down")
-  cl_spider_start 1
+  cl_spider_start 1 || return 1
   cl_log "XA transactions data node 1 held in doubt: $(cl_spider_resolve)"
   left=$((left + $(marked 1 "at-$run-down")))
   moment=$(cl_spider_sql head "SELECT content FROM apijet.Moment WHERE id = $own")
@@ -208,10 +211,12 @@ check_list() {
       REMOTE_TABLE='t_big' PARTITION BY HASH (id) ($servers);
     INSERT INTO apijet.Access (id, name, alias, get, head) VALUES (990001, 't_big', 'TBig',
       '[\"UNKNOWN\",\"LOGIN\",\"CONTACT\",\"CIRCLE\",\"OWNER\",\"ADMIN\"]',
-      '[\"UNKNOWN\",\"LOGIN\",\"CONTACT\",\"CIRCLE\",\"OWNER\",\"ADMIN\"]')"
-  # One answer of n rows is larger than the default max_answer_bytes (16 MiB).
-  CL_API_ENV=("APIJET_MAX_COUNT=$n" "APIJET_MAX_ANSWER_BYTES=$((400 * n))")
-  cl_apijet_up "$DIR" 2 "$db"
+      '[\"UNKNOWN\",\"LOGIN\",\"CONTACT\",\"CIRCLE\",\"OWNER\",\"ADMIN\"]')" || return 1
+  # One answer of n rows is larger than the default max_answer_bytes (16 MiB), and takes longer
+  # than an anonymous statement may (5 s) in a debug build on a busy machine.
+  CL_API_ENV=("APIJET_MAX_COUNT=$n" "APIJET_MAX_ANSWER_BYTES=$((400 * n))"
+    "APIJET_STATEMENT_TIMEOUT_MS=300000" "APIJET_ANONYMOUS_STATEMENT_TIMEOUT_MS=0")
+  cl_apijet_up "$DIR" 2 "$db" || return 1
   CL_API_ENV=()
   head_pid=${CL_SPIDER_PIDS[0]}
   tenth=$(python3 scripts/cluster/spider_probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \

@@ -150,8 +150,7 @@ def list_rows(args):
         try:
             chunk = r.read(1 << 16)
         except http.client.IncompleteRead as e:
-            print(f"spider_probe: the answer was cut after {nbytes} bytes ({e!r})", file=sys.stderr)
-            chunk = b""
+            sys.exit(f"spider_probe: the answer was cut after {nbytes} bytes ({e!r}); see the server's log")
         if not chunk:
             break
         nbytes += len(chunk)
