@@ -169,7 +169,7 @@ if [ "$topology" = spider ]; then
       REMOTE_TABLE='t_big' PARTITION BY HASH (id) ($parts);
     INSERT INTO apijet.Access (id, name, alias, get, head) VALUES (990001, 't_big', 'TBig',
       '[\"UNKNOWN\",\"LOGIN\"]', '[\"UNKNOWN\",\"LOGIN\"]')"
-  cl_stop_pid "${CL_API_PIDS[0]}"
+  kill -INT "${CL_API_PIDS[0]}" && cl_stop_pid "${CL_API_PIDS[0]}"
   cl_apijet_up "$DIR" 0 "$db" "" "${CL_API_PORTS[0]}"
   servers[0]="apijet=${CL_API_PIDS[0]}"
   list_once() {

@@ -336,6 +336,9 @@ cl_down() {
   local p d
   cl_stop_pid "$CL_PROXY_PID"
   CL_PROXY_PID=""
+  # SIGINT: an instance stops without draining (nothing is left to send it requests), all of
+  # them at once.
+  for p in "${CL_API_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   for p in "${CL_API_PIDS[@]}"; do cl_stop_pid "$p"; done
   CL_API_PIDS=()
   for p in "${CL_MY_PIDS[@]}"; do cl_stop_pid "$p"; done
