@@ -23,7 +23,7 @@
 
 CL_PAT_TTL=${CL_PAT_TTL:-10}
 CL_PAT_PIDS=() CL_PAT_REST_PORTS=() CL_PAT_DIRS=()
-CL_ETCD_PID="" CL_ETCD_PORT=""
+CL_ETCD_PID="" CL_ETCD_PORT="" CL_ETCD_DATA=""
 CL_PAT_PROXY_PID="" CL_PAT_PRIMARY_PORT="" CL_PAT_REPLICA_PORT=""
 
 # The cluster as Patroni's REST API on node $1 (default: the first one alive) describes it:
@@ -103,12 +103,17 @@ cl_patroni_up() {
   fi
   chmod 755 "$dir"
   mkdir -p "$dir/etcd"
-  etcd --name etcd0 --data-dir "$dir/etcd/data" \
+  # etcd syncs its log to disk on every write, and Patroni writes the leader key every second:
+  # on a busy disk a sync took seconds, Patroni's requests timed out and no leader held. Its
+  # data goes to memory (nothing here outlives the topology); down.sh finds it by this file.
+  CL_ETCD_DATA=$(mktemp -d /dev/shm/apijet-etcd.XXXXXX)
+  echo "$CL_ETCD_DATA" >"$dir/etcd/data-dir"
+  etcd --name etcd0 --data-dir "$CL_ETCD_DATA" --logger zap --log-outputs "$dir/etcd/etcd.log" \
     --listen-client-urls "http://127.0.0.1:$CL_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$CL_ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:${ports[$((2 * n + 1))]}" \
     --initial-advertise-peer-urls "http://127.0.0.1:${ports[$((2 * n + 1))]}" \
     --initial-cluster "etcd0=http://127.0.0.1:${ports[$((2 * n + 1))]}" \
-    --log-level warn </dev/null >"$dir/etcd/etcd.log" 2>&1 &
+    --log-level warn </dev/null >/dev/null 2>&1 &
   CL_ETCD_PID=$!
   echo "$CL_ETCD_PID" >"$dir/etcd/etcd.pid"
   if ! db_poll 30 0.2 "kill -0 $CL_ETCD_PID 2>/dev/null" curl -sf "http://127.0.0.1:$CL_ETCD_PORT/health"; then
@@ -261,4 +266,6 @@ cl_patroni_down() {
   CL_PAT_DIRS=()
   cl_stop_pid "$CL_ETCD_PID"
   CL_ETCD_PID=""
+  if [ -n "$CL_ETCD_DATA" ]; then rm -rf "$CL_ETCD_DATA"; fi
+  CL_ETCD_DATA=""
 }
