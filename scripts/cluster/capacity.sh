@@ -80,7 +80,7 @@ CL_API_ENV=("APIJET_MAX_COUNT=1000000" "APIJET_MAX_ANSWER_BYTES=400000000" "APIJ
 cl_apijet_up "$DIR" 0 "$db" "$replicas"
 api=http://127.0.0.1:${CL_API_PORTS[0]}
 servers=("apijet=${CL_API_PIDS[0]}" "${servers[@]}")
-token=$(python3 scripts/cluster/spider_probe.py login --instance "$api")
+token=$(python3 scripts/cluster/spider-probe.py login --instance "$api")
 
 # Every answer is checked: HTTP 200 with APIJSON code 200, else it is counted as bad.
 checked='
@@ -173,7 +173,7 @@ if [ "$topology" = spider ]; then
   cl_apijet_up "$DIR" 0 "$db" "" "${CL_API_PORTS[0]}"
   servers[0]="apijet=${CL_API_PIDS[0]}"
   list_once() {
-    python3 scripts/cluster/spider_probe.py list --instance "$api" --rows 1000000 --pids "${CL_API_PIDS[0]}" >&2
+    python3 scripts/cluster/spider-probe.py list --instance "$api" --rows 1000000 --pids "${CL_API_PIDS[0]}" >&2
     echo "1000000 rows"
   }
   measure "list (per row)" list_once

@@ -111,7 +111,7 @@ check_ids() {
     --writers 4 --rate 20 --seconds 6 --run "$run" --out "$DIR/ids" >/dev/null || return 1
   singles=$(cat "$DIR"/ids/writer-*.log | awk -F'\t' '$4 == "ok"' | wc -l)
   stale=$(cat "$DIR"/ids/writer-*.log | awk -F'\t' '$4 == "ok" && $7 != "seen"' | wc -l)
-  batched=$(python3 scripts/cluster/spider_probe.py batches --instances "$instances" --marker "ft-$run-batch" --batches 5 --rows 100) ||
+  batched=$(python3 scripts/cluster/spider-probe.py batches --instances "$instances" --marker "ft-$run-batch" --batches 5 --rows 100) ||
     return 1
   for k in 0 1 2; do
     shares+=("$(cl_spider_sql "$k" "SELECT COUNT(*) FROM apijet.Comment WHERE content LIKE 'ft-$run-%'")") || return 1
@@ -153,12 +153,12 @@ marked() { # "NODES" MARKER: the rows holding MARKER on those data nodes
 check_atomic() {
   local api=http://127.0.0.1:${CL_API_PORTS[0]} token up down left moment in_doubt k verdict own
   # A login reads Privacy by phone, on every shard: it is done while they are all up.
-  token=$(python3 scripts/cluster/spider_probe.py login --instance "$api") || return 1
-  up=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-up" --avoid-shard 1) ||
+  token=$(python3 scripts/cluster/spider-probe.py login --instance "$api") || return 1
+  up=$(python3 scripts/cluster/spider-probe.py writes --instance "$api" --token "$token" --marker "at-$run-up" --avoid-shard 1) ||
     return 1
   own=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["moment"])' "$up")
   cl_spider_kill 1 || return 1
-  down=$(python3 scripts/cluster/spider_probe.py writes --instance "$api" --token "$token" --marker "at-$run-down" --moment "$own") ||
+  down=$(python3 scripts/cluster/spider-probe.py writes --instance "$api" --token "$token" --marker "at-$run-down" --moment "$own") ||
     return 1
   left=$(marked "0 2" "at-$run-down")
   cl_spider_start 1 || return 1
@@ -219,9 +219,9 @@ check_list() {
   cl_apijet_up "$DIR" 2 "$db" || return 1
   CL_API_ENV=()
   head_pid=${CL_SPIDER_PIDS[0]}
-  tenth=$(python3 scripts/cluster/spider_probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
+  tenth=$(python3 scripts/cluster/spider-probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
     --rows $((n / 10)) --pids "${CL_API_PIDS[2]},$head_pid") || return 1
-  full=$(python3 scripts/cluster/spider_probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
+  full=$(python3 scripts/cluster/spider-probe.py list --instance "http://127.0.0.1:${CL_API_PORTS[2]}" \
     --rows "$n" --pids "${CL_API_PIDS[2]},$head_pid") || return 1
   line=$(python3 - "$n" "$tenth" "$full" "${CL_API_PIDS[2]}" "$head_pid" <<'PY'
 import json, sys

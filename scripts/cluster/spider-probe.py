@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Requests of scripts/cluster/spider-check.sh against apijet on Spider (standard library only).
 
-  spider_probe.py batches --instances URL,URL --marker M --batches B --rows R
+  spider-probe.py batches --instances URL,URL --marker M --batches B --rows R
       B batch POSTs (`Comment[]`, R rows each) through each instance, rows marked `M-…`;
       prints the number of rows acknowledged.
-  spider_probe.py login --instance URL
+  spider-probe.py login --instance URL
       prints a login token (Ada's).
-  spider_probe.py writes --instance URL --token T --marker M [--moment ID] [--avoid-shard K]
+  spider-probe.py writes --instance URL --token T --marker M [--moment ID] [--avoid-shard K]
       one multi-row POST (6 Comments) and one /crud (a POST of 3 Comments and a PUT of the
       visitor's Moment ID, else of a Moment it posts first, on a shard other than K) whose rows
       fall on every shard; prints one JSON line: each call's code, message and new ids, and the
       Moment.
-  spider_probe.py list --instance URL --rows N --pids PID,PID
+  spider-probe.py list --instance URL --rows N --pids PID,PID
       streams `{"TBig[]":{"count":N,…}}` to the end, counting rows, while sampling the resident
       memory of the processes PID…; prints one JSON line: rows, seconds, bytes and the peak RSS
       of each process in KiB.
@@ -50,7 +50,7 @@ def call(base, path, body, token=None, timeout=30.0):
 def login(base):
     answer = call(base, "/login", {"phone": PHONE, "password": PASSWORD})
     if answer.get("code") != 200:
-        sys.exit(f"spider_probe: login failed: {answer}")
+        sys.exit(f"spider-probe: login failed: {answer}")
     return answer["token"]
 
 
@@ -78,10 +78,10 @@ def own_moment(base, token, avoid):
         answer = call(base, "/post", {"tag": "Moment", "Moment": {"content": "spider probe"}}, token)
         moment = answer.get("Moment", {}).get("id") if isinstance(answer.get("Moment"), dict) else None
         if moment is None:
-            sys.exit(f"spider_probe: cannot post a Moment: {answer}")
+            sys.exit(f"spider-probe: cannot post a Moment: {answer}")
         if moment % 3 != avoid:
             return moment
-    sys.exit("spider_probe: 20 Moments, all on one shard")
+    sys.exit("spider-probe: 20 Moments, all on one shard")
 
 
 def writes(args):
@@ -150,7 +150,7 @@ def list_rows(args):
         try:
             chunk = r.read(1 << 16)
         except http.client.IncompleteRead as e:
-            sys.exit(f"spider_probe: the answer was cut after {nbytes} bytes ({e!r}); see the server's log")
+            sys.exit(f"spider-probe: the answer was cut after {nbytes} bytes ({e!r}); see the server's log")
         if not chunk:
             break
         nbytes += len(chunk)
