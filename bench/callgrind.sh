@@ -10,7 +10,8 @@
 # keep-alive connection (curl), dumps, and prints instructions per request. The profile stays
 # in bench/out/callgrind.<what>.<pid>* for callgrind_annotate.
 #
-# APIJET_BIN (default target/release/apijet) is the binary; the database must hold the data
+# APIJET_BIN (default: release/apijet in cargo's build folder, `target/` or wherever
+# CARGO_TARGET_DIR puts it) is the binary; the database must hold the data
 # (`apijet bench --keep-data`, or a --postgres-url/--mysql-url run of `apijet bench`).
 set -euo pipefail
 what=${1:?apijet|handwritten}
@@ -18,7 +19,9 @@ db=${2:?database URL}
 body=${3:-'{"PurchSkuMaster":{"sku_id":"1000c0ff-ee42-4b7d-a1c2-e5f60718293a"}}'}
 n=${4:-2000}
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${APIJET_BIN:-$root/target/release/apijet}
+# shellcheck source=scripts/lib/cargo.sh
+source "$root/scripts/lib/cargo.sh"
+bin=${APIJET_BIN:-$(cd "$root" && cargo_bin release)}
 out=$root/bench/out
 mkdir -p "$out"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -14,15 +14,18 @@
 #      APIJET_TEST_MYSQL_ARGS    "-h 127.0.0.1 -P PORT -u root"       (mariadb client arguments)
 #    An engine whose URL is already set in the environment is not provisioned: the tests use the
 #    given server (set the matching *_ARGS too, or the tests derive them from the URL).
-# 4. Makes sure the browser test and the OpenAPI validation can run: chromium and
-#    chromium-driver from Debian (apt-get, when missing and root), and Python's
-#    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
-#    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
+# 4. Makes sure the browser test, the README's examples and the OpenAPI validation can run:
+#    chromium and chromium-driver, curl and jq from Debian (apt-get, when missing and root), and
+#    Python's openapi-spec-validator (pip, into py-venv in cargo's build folder, `target/` or
+#    wherever CARGO_TARGET_DIR puts it, when `python3` lacks it; exported as
+#    APIJET_TEST_PYTHON), and the MCP Python SDK (pip, `mcp`, into mcp-venv there too; exported
+#    as APIJET_TEST_MCP_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
 # 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
 #    --check` and `cargo clippy --workspace --all-targets -- -D warnings`, each a stage of its own
 #    in the summary; either failing fails the run.
-# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2`: the unit tests
+# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (without
+#    --workspace when the arguments pick packages with -p): the unit tests
 #    of each crate and the one integration test binary `it` (tests/it/main.rs, a module per
 #    behaviour: tests/it/accounts.rs is `accounts::`), also after a failure; the conformance
 #    report of tests/it/conformance/mod.rs is printed: documented deviations as `known`,
@@ -45,17 +48,22 @@
 #    Under CI=true a missing tool or a failed run fails the suite; elsewhere a missing tool
 #    skips the stage with a message. A script whose output stays open after it ended (a
 #    background process that outlived it) fails.
+#    A passing run must print no panic (a test that expects one prints "panicked at" all the
+#    same): such text fails the run.
 # 8. Ends with a summary: one line per stage (format and lint; unit and integration tests;
 #    conformance per engine and stage; each cluster script), then `N passed, M failed` (N =
 #    tests, conformance cases, cluster scripts and the format and lint stages), and exits 0 only
 #    when nothing failed.
 # 9. Always stops both servers and removes the temporary directories, on success, failure or
-#    Ctrl-C.
+#    Ctrl-C. The tests remove what they create themselves (tests/it/support/mod.rs: their files
+#    live in a folder of the test process, removed when it ends, however it ends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib/db.sh
 source scripts/lib/db.sh
+# shellcheck source=scripts/lib/cargo.sh
+source scripts/lib/cargo.sh
 
 want_pg=1
 want_my=1
@@ -71,8 +79,6 @@ cleanup() {
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
   rm -rf "$LOG_DIR"
-  # The tests' SQLite demo files (tests/it/support/mod.rs keeps them under target/tmp).
-  rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
 trap cleanup EXIT
@@ -92,17 +98,37 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
+# curl and jq for the README's examples (tests/it/readme.rs runs every one).
+if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    db_log "installing curl jq with apt-get"
+    apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y curl jq >/dev/null
+  else
+    db_log "curl / jq missing; install them (as root: apt-get install curl jq)"
+  fi
+fi
+
 # The OpenAPI validator for tests/it/openapi.rs.
 if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
-  venv=target/py-venv
+  venv=$(cargo_target_dir)/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
     db_log "installing openapi-spec-validator into $venv"
     if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0'; }; then
       db_log "cannot install openapi-spec-validator (python3-venv missing?)"
     fi
   fi
-  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
+  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$venv/bin/python"
 fi
+
+# The official MCP Python SDK, the client of tests/it/mcp.rs: pinned, in a venv of its own.
+mcp_venv=$(cargo_target_dir)/mcp-venv
+if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+  db_log "installing the MCP Python SDK into $mcp_venv"
+  if ! { python3 -m venv "$mcp_venv" && "$mcp_venv/bin/pip" install --quiet 'mcp==2.3.0'; }; then
+    db_log "cannot install the MCP Python SDK (python3-venv missing?)"
+  fi
+fi
+if [ -x "$mcp_venv/bin/python" ]; then export APIJET_TEST_MCP_PYTHON="$mcp_venv/bin/python"; fi
 
 if [ "${CI:-}" = true ] && [ ! -d ../shared/apijson ]; then
   echo "scripts/test.sh: CI=true but ../shared/apijson is missing: the conformance stage cannot run." >&2
@@ -179,9 +205,16 @@ for arg in "$@"; do
   fi
 done
 
+# The whole workspace, unless the arguments pick packages (`-p apijet-plan`): cargo takes
+# --workspace over -p, so both together would run everything.
+scope=(--workspace)
+for arg in "${cargo_args[@]}"; do
+  case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
+done
+
 set +e
 # --no-fail-fast: every test binary runs, so the summary counts them all.
-cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
+cargo test "${scope[@]}" --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
@@ -207,6 +240,13 @@ else
 fi
 passed=$((passed + t_passed))
 failed=$((failed + t_failed))
+# A passing run prints no panic: one that a test expects (#[should_panic]) still reads as a
+# failure in the log. Check the error such a panic would carry instead.
+panics=$(grep -c 'panicked at' "$LOG_DIR/cargo.log" || true)
+if [ "$t_failed" -eq 0 ] && [ "$panics" -gt 0 ]; then
+  failed=$((failed + 1))
+  summary+=("panic text in a passing run: FAILED, $panics \"panicked at\" lines (see above)")
+fi
 
 # `conformance [postgres]: 97 passed, 4 known deviations, 0 failed[, 2 order-dependent]`: every
 # case replayed counts, a known deviation and an order-dependent answer as passed.

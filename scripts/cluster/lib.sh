@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2034  # CL_* variables are for the caller
-# Local multi-server topologies for scripts/cluster/*.sh. Source it after scripts/lib/db.sh; it
-# sets no shell options of its own. Everything listens on 127.0.0.1 on ports from db_free_ports,
-# lives under one directory, waits a bounded time, and is stopped by cl_down (call it from a trap).
+# Local multi-server topologies for scripts/cluster/*.sh. Source it after scripts/lib/db.sh (it
+# sources scripts/lib/cargo.sh itself); it sets no shell options of its own. Everything listens
+# on loopback on ports from db_free_ports, lives under one directory, waits a bounded time, and
+# is stopped by cl_down (call it from a trap).
 #
 #   cl_require TOPOLOGY         the tools TOPOLOGY needs (galera, postgres, patroni, spider,
 #                               rolling, haproxy) are there, installed with apt-get when missing
@@ -39,30 +40,15 @@ CL_PROXY_PORT="" CL_PROXY_PID=""
 cl_log() { printf '[cluster] %s\n' "$*" >&2; }
 
 # The apijet binary: $APIJET_BIN, else the debug build in cargo's own target directory, built
-# on demand. That directory is cargo's to say (CARGO_TARGET_DIR, `build.target-dir` in a
-# .cargo/config.toml), so it is asked, never assumed to be ./target.
+# on demand (scripts/lib/cargo.sh asks cargo where that is: CARGO_TARGET_DIR, build.target-dir,
+# never an assumed ./target).
 cl_apijet_bin() {
   if [ -n "${APIJET_BIN:-}" ]; then
     printf '%s' "$APIJET_BIN"
     return
   fi
   cargo build --quiet --bin apijet >&2 || return 1
-  local dir
-  dir=$(cl_cargo_target_dir) || return 1
-  printf '%s' "$dir/debug/apijet"
-}
-
-# cargo's target directory: CARGO_TARGET_DIR made absolute, else what `cargo metadata` says.
-cl_cargo_target_dir() {
-  if [ -n "${CARGO_TARGET_DIR:-}" ]; then
-    case "$CARGO_TARGET_DIR" in
-    /*) printf '%s' "$CARGO_TARGET_DIR" ;;
-    *) printf '%s' "$PWD/$CARGO_TARGET_DIR" ;;
-    esac
-    return
-  fi
-  cargo metadata --format-version 1 --no-deps |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"], end="")'
+  cargo_bin debug | tr -d '\n'
 }
 
 # The Debian packages topology $1 needs that are missing here, one per line.
@@ -353,6 +339,8 @@ cl_down() {
   cl_spider_down
 }
 
+# shellcheck source=scripts/lib/cargo.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cargo.sh"
 # shellcheck source=scripts/cluster/lib-patroni.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib-patroni.sh"
 # shellcheck source=scripts/cluster/lib-spider.sh

@@ -128,6 +128,10 @@ pub struct Config {
     /// A token `/metrics` requires as `Authorization: Bearer` (empty: none). Without either
     /// setting `/metrics` is not served.
     pub metrics_token: String,
+    /// `/mcp`: the Model Context Protocol on the API's listener.
+    pub mcp: bool,
+    /// Most bytes of one MCP tool answer; longer answers are cut with paging guidance.
+    pub mcp_max_answer_bytes: usize,
 }
 
 /// How new passwords are stored (`password_storage`).
@@ -235,6 +239,8 @@ pub struct Partial {
     openapi: Option<OpenApiExposure>,
     metrics_listen: Option<String>,
     metrics_token: Option<String>,
+    mcp: Option<bool>,
+    mcp_max_answer_bytes: Option<usize>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -299,6 +305,8 @@ impl Default for Config {
             openapi: OpenApiExposure::Public,
             metrics_listen: String::new(),
             metrics_token: String::new(),
+            mcp: true,
+            mcp_max_answer_bytes: 32 << 10,
         }
     }
 }
@@ -392,7 +400,9 @@ impl Config {
             password_storage,
             openapi,
             metrics_listen,
-            metrics_token
+            metrics_token,
+            mcp,
+            mcp_max_answer_bytes
         );
         if p.live_poll_ms.is_some() {
             self.live_poll_ms = p.live_poll_ms;
@@ -433,6 +443,9 @@ impl Config {
                 "live_interval_ms, live_heartbeat_ms and live_concurrency must be at least 1"
                     .into(),
             );
+        }
+        if c.mcp_max_answer_bytes < 1024 {
+            return Err("mcp_max_answer_bytes must be at least 1024".into());
         }
         check_listen(&c.listen)?;
         Ok(c)
@@ -542,6 +555,8 @@ fn from_env() -> Result<Partial, String> {
         openapi: var("APIJET_OPENAPI")?,
         metrics_listen: var("APIJET_METRICS_LISTEN")?,
         metrics_token: var("APIJET_METRICS_TOKEN")?,
+        mcp: var("APIJET_MCP")?,
+        mcp_max_answer_bytes: var("APIJET_MCP_MAX_ANSWER_BYTES")?,
         cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
             v.split(',')
                 .map(str::trim)

@@ -36,5 +36,6 @@ pub fn routes(state: Arc<AppState>, cfg: &Config, drain: &Arc<Drain>) -> Router 
     if cfg.live {
         app = super::subscribe::routes(app);
     }
+    app = crate::mcp::http::routes(app, &state, cfg);
     app.with_state(state)
 }
