@@ -36,19 +36,24 @@
 #      bash scripts/test.sh --test it -- conformance::     the conformance suite
 #      bash scripts/test.sh -p apijet-plan                 one crate's unit tests
 #    PostgreSQL notices (`… does not exist, skipping`) are kept out of the output (PGOPTIONS).
-# 7. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
-#    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
-#    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
-#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
-#    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
-#    a message. A fault test whose output stays open after it ended (a background process that
-#    outlived it) fails.
+# 7. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1), each
+#    script a stage of its own: the short fault tests `scripts/cluster/fault-test.sh galera`,
+#    `… postgres`, `… patroni` and `… spider` (3-node Galera, PostgreSQL primary + standby,
+#    Patroni over etcd, Spider with three shards; two apijet instances behind haproxy; about a
+#    minute each), `scripts/cluster/spider-check.sh` (the conformance cases, ids, cross-shard
+#    atomicity and a 1,000,000-row list on Spider; its `conformance [spider]` lines count as the
+#    other engines' do) and `scripts/cluster/rolling-restart.sh` (three instances restarted in
+#    turn under load). The tools each needs (galera-4, rsync, patroni, etcd-server,
+#    mariadb-plugin-spider, haproxy, curl) are installed with apt-get as root when missing.
+#    Under CI=true a missing tool or a failed run fails the suite; elsewhere a missing tool
+#    skips the stage with a message. A script whose output stays open after it ended (a
+#    background process that outlived it) fails.
 #    A passing run must print no panic (a test that expects one prints "panicked at" all the
 #    same): such text fails the run.
 # 8. Ends with a summary: one line per stage (format and lint; unit and integration tests;
-#    conformance per engine and stage; each fault test), then `N passed, M failed` (N = tests,
-#    conformance cases, fault tests and the format and lint stages), and exits 0 only when
-#    nothing failed.
+#    conformance per engine and stage; each cluster script), then `N passed, M failed` (N =
+#    tests, conformance cases, cluster scripts and the format and lint stages), and exits 0 only
+#    when nothing failed.
 # 9. Always stops both servers and removes the temporary directories, on success, failure or
 #    Ctrl-C. The tests remove what they create themselves (tests/it/support/mod.rs: their files
 #    live in a folder of the test process, removed when it ends, however it ends).
@@ -260,42 +265,69 @@ done < <(grep -E '^conformance( writes)? \[[a-z]+\]: [0-9]+ passed' "$LOG_DIR/ca
 if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
   # shellcheck source=scripts/cluster/lib.sh
   source scripts/cluster/lib.sh
-  if ! cl_require galera 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y galera-4 rsync haproxy curl >/dev/null || true
-  fi
-  if cl_require galera; then
-    for topology in galera postgres; do
-      db_log "cluster stage: fault test on $topology"
-      log=$LOG_DIR/cluster-$topology.log
-      started=$SECONDS
-      set +e
-      FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh "$topology" 2>&1 | tee "$log"
-      rc=${PIPESTATUS[0]}
-      set -e
-      took=$((SECONDS - started))
-      result=$(grep -E '^cluster: ' "$log" | tail -n 1 || true)
-      ran=$(sed -nE 's/^\[cluster\] fault test done in ([0-9]+) s .*/\1/p' "$log" | tail -n 1)
-      if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ $((took - ran)) -gt 15 ]; then
-        # The pipe stayed open after the script ended: something it started outlived it.
-        rc=1
-        result="its output stayed open $((took - ran)) s after it ended (a background process outlived it)"
-      fi
-      if [ "$rc" -eq 0 ]; then
-        passed=$((passed + 1))
-        summary+=("cluster fault test $topology: passed, ${result:-no result line}")
-      else
+  # NAME TOPOLOGY PATTERN COMMAND…: one cluster script as a stage; its result is its last line
+  # matching PATTERN. A script whose output stays open after it ended (a background process
+  # outlived it) fails. Under CI a tool the topology needs that is missing (cl_require installs
+  # it as root) fails the stage; elsewhere it is skipped.
+  cluster_stage() {
+    local name=$1 topology=$2 pattern=$3 log started took rc result ran
+    shift 3
+    if ! cl_require "$topology"; then
+      if [ "${CI:-}" = true ]; then
         failed=$((failed + 1))
-        summary+=("cluster fault test $topology: FAILED (exit $rc), ${result:-no result line}")
+        summary+=("$name: FAILED, tools missing (see above)")
+      else
+        summary+=("$name: SKIPPED, tools missing (see above)")
       fi
-    done
-  elif [ "${CI:-}" = true ]; then
-    db_log "cluster stage cannot run under CI: tools missing"
-    failed=$((failed + 1))
-    summary+=("cluster fault tests: FAILED, tools missing (galera-4 rsync haproxy curl)")
-  else
-    db_log "cluster stage SKIPPED: tools missing (see above)"
-    summary+=("cluster fault tests: SKIPPED, tools missing (galera-4 rsync haproxy curl)")
-  fi
+      return
+    fi
+    db_log "cluster stage: $name"
+    log=$LOG_DIR/cluster-${name// /-}.log
+    started=$SECONDS
+    set +e
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    took=$((SECONDS - started))
+    result=$(grep -E "$pattern" "$log" | tail -n 1 || true)
+    ran=$(sed -nE 's/^\[cluster\] .* done in ([0-9]+) s \(exit .*/\1/p' "$log" | tail -n 1)
+    if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ $((took - ran)) -gt 15 ]; then
+      rc=1
+      result="its output stayed open $((took - ran)) s after it ended (a background process outlived it)"
+    fi
+    if [ "$rc" -eq 0 ]; then
+      passed=$((passed + 1))
+      summary+=("$name: passed in $took s, ${result:-no result line}")
+    else
+      failed=$((failed + 1))
+      summary+=("$name: FAILED (exit $rc) in $took s, ${result:-no result line}")
+    fi
+  }
+  # Short forms: a fault a few seconds into the load, enough load after it for the slowest
+  # failover (Patroni's, ttl 10 s, writes back after about 15 s).
+  cluster_stage "cluster fault test galera" galera '^cluster: ' \
+    env FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh galera
+  cluster_stage "cluster fault test postgres" postgres '^cluster: ' \
+    env FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh postgres
+  cluster_stage "cluster fault test patroni" patroni '^cluster: ' \
+    env FT_SECONDS=26 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh patroni
+  cluster_stage "cluster fault test spider" spider '^cluster: ' \
+    env FT_SECONDS=18 FT_KILL_AFTER=5 FT_DOWN_FOR=4 bash scripts/cluster/fault-test.sh spider
+  cluster_stage "cluster spider check" spider '^spider: ' bash scripts/cluster/spider-check.sh
+  # The conformance lines of the Spider replay count as those of the other engines do.
+  spider_log=$LOG_DIR/cluster-cluster-spider-check.log
+  while IFS= read -r line; do
+    summary+=("$line")
+    read -r c_passed c_failed < <(awk -F'[:,]' '{
+      for (i = 2; i <= NF; i++) {
+        split($i, w, " ")
+        if (w[2] == "failed") f += w[1]; else p += w[1]
+      }
+    } END { printf "%d %d\n", p, f }' <<<"$line")
+    passed=$((passed + c_passed))
+    failed=$((failed + c_failed))
+  done < <(grep -E '^conformance( writes)? \[spider\]: [0-9]+ passed' "$spider_log" 2>/dev/null || true)
+  cluster_stage "cluster rolling restart" rolling '^rolling: ' bash scripts/cluster/rolling-restart.sh
 fi
 
 skipped=$(grep -c '^\*\*\* SKIPPED' "$LOG_DIR/cargo.log" || true)

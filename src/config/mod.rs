@@ -91,6 +91,9 @@ pub struct Config {
     pub idle_timeout_ms: u64,
     /// Most connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
+    /// After SIGTERM: how long, in milliseconds, the server goes on answering while `/health`
+    /// says it is draining, before it stops accepting (0: stop at once).
+    pub drain_ms: u64,
     /// Origins allowed to call from a browser: `*` (any origin, echoed, with credentials) or a
     /// list of exact origins; empty turns CORS off.
     pub cors_origins: Vec<String>,
@@ -220,6 +223,7 @@ pub struct Partial {
     body_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     max_connections: Option<usize>,
+    drain_ms: Option<u64>,
     cors_origins: Option<Vec<String>>,
     slow_request_ms: Option<u64>,
     server_timing: Option<bool>,
@@ -285,6 +289,7 @@ impl Default for Config {
             body_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             max_connections: 4096,
+            drain_ms: 5000,
             cors_origins: vec!["*".into()],
             slow_request_ms: 1000,
             server_timing: false,
@@ -381,6 +386,7 @@ impl Config {
             body_timeout_ms,
             idle_timeout_ms,
             max_connections,
+            drain_ms,
             cors_origins,
             slow_request_ms,
             server_timing,
@@ -534,6 +540,7 @@ fn from_env() -> Result<Partial, String> {
         body_timeout_ms: var("APIJET_BODY_TIMEOUT_MS")?,
         idle_timeout_ms: var("APIJET_IDLE_TIMEOUT_MS")?,
         max_connections: var("APIJET_MAX_CONNECTIONS")?,
+        drain_ms: var("APIJET_DRAIN_MS")?,
         slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
         server_timing: var("APIJET_SERVER_TIMING")?,
         console: var("APIJET_CONSOLE")?,
