@@ -1,6 +1,6 @@
 //! The request entry of the APIJSON calls (`/{method}`, `/{method}/{tag}`, `/get/{json}`,
-//! `/router`): the pipeline's three stages (prepare → plan → run) for an answer to the
-//! client, and the slow-request log around them.
+//! `/router`, and an agent's MCP tool calls): the pipeline's three stages (prepare → plan →
+//! run) for an answer to the client, and the slow-request log around them.
 
 use super::AppState;
 use crate::observe::Facts;
@@ -12,11 +12,13 @@ use apijet_response::ApiError;
 use std::sync::Arc;
 
 impl AppState {
-    /// Answers one APIJSON call by `client`; an error stays typed for the edge to write.
+    /// Answers one APIJSON call by `client`, made as `origin` says (an HTTP call, an MCP tool
+    /// call); an error stays typed for the edge to write.
     pub async fn answer(
         self: &Arc<Self>,
         call: Call<'_>,
         client: &Client,
+        origin: Origin,
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
         let started = std::time::Instant::now();
@@ -29,7 +31,7 @@ impl AppState {
             (Body::Object(map), Some(_)) => Some(Logged::Object(map.clone())),
         };
         // Not boxed: what is large in it, the read, is boxed where it runs (`Pipeline::run`).
-        let answer = self.stages(call, client, facts).await;
+        let answer = self.stages(call, client, origin, facts).await;
         if let (Some(slow), Some(body)) = (self.slow.filter(|s| started.elapsed() >= *s), body) {
             // Its slow statements are logged with their plans where they run (exec).
             tracing::warn!(
@@ -48,6 +50,7 @@ impl AppState {
         self: &Arc<Self>,
         call: Call<'_>,
         client: &Client,
+        origin: Origin,
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
         let pipeline = &self.pipeline;
@@ -55,7 +58,7 @@ impl AppState {
         let planning = std::time::Instant::now();
         let action = pipeline.plan(&prepared.snapshot, &prepared.asked, client, Purpose::Answer)?;
         facts.plan = Some(planning.elapsed());
-        pipeline.run(action, client, Origin::Call, facts).await
+        pipeline.run(action, client, origin, facts).await
     }
 }
 

@@ -38,7 +38,7 @@ impl AppState {
         let pipeline = Arc::new(Pipeline::start(cfg).await?);
         let sessions = Arc::new(Sessions::new(cfg)?);
         let live = Arc::new(Live::new(
-            LiveSettings::of(cfg, pipeline.backend.change_feed().is_some()),
+            LiveSettings::of(cfg, pipeline.backend.capabilities()),
             Arc::clone(&pipeline),
         ));
         Ok(AppState {

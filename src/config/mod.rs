@@ -91,6 +91,9 @@ pub struct Config {
     pub idle_timeout_ms: u64,
     /// Most connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
+    /// After SIGTERM: how long, in milliseconds, the server goes on answering while `/health`
+    /// says it is draining, before it stops accepting (0: stop at once).
+    pub drain_ms: u64,
     /// Origins allowed to call from a browser: `*` (any origin, echoed, with credentials) or a
     /// list of exact origins; empty turns CORS off.
     pub cors_origins: Vec<String>,
@@ -125,6 +128,10 @@ pub struct Config {
     /// A token `/metrics` requires as `Authorization: Bearer` (empty: none). Without either
     /// setting `/metrics` is not served.
     pub metrics_token: String,
+    /// `/mcp`: the Model Context Protocol on the API's listener.
+    pub mcp: bool,
+    /// Most bytes of one MCP tool answer; longer answers are cut with paging guidance.
+    pub mcp_max_answer_bytes: usize,
 }
 
 /// How new passwords are stored (`password_storage`).
@@ -216,6 +223,7 @@ pub struct Partial {
     body_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     max_connections: Option<usize>,
+    drain_ms: Option<u64>,
     cors_origins: Option<Vec<String>>,
     slow_request_ms: Option<u64>,
     server_timing: Option<bool>,
@@ -231,6 +239,8 @@ pub struct Partial {
     openapi: Option<OpenApiExposure>,
     metrics_listen: Option<String>,
     metrics_token: Option<String>,
+    mcp: Option<bool>,
+    mcp_max_answer_bytes: Option<usize>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -279,6 +289,7 @@ impl Default for Config {
             body_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             max_connections: 4096,
+            drain_ms: 5000,
             cors_origins: vec!["*".into()],
             slow_request_ms: 1000,
             server_timing: false,
@@ -294,6 +305,8 @@ impl Default for Config {
             openapi: OpenApiExposure::Public,
             metrics_listen: String::new(),
             metrics_token: String::new(),
+            mcp: true,
+            mcp_max_answer_bytes: 32 << 10,
         }
     }
 }
@@ -373,6 +386,7 @@ impl Config {
             body_timeout_ms,
             idle_timeout_ms,
             max_connections,
+            drain_ms,
             cors_origins,
             slow_request_ms,
             server_timing,
@@ -386,7 +400,9 @@ impl Config {
             password_storage,
             openapi,
             metrics_listen,
-            metrics_token
+            metrics_token,
+            mcp,
+            mcp_max_answer_bytes
         );
         if p.live_poll_ms.is_some() {
             self.live_poll_ms = p.live_poll_ms;
@@ -427,6 +443,9 @@ impl Config {
                 "live_interval_ms, live_heartbeat_ms and live_concurrency must be at least 1"
                     .into(),
             );
+        }
+        if c.mcp_max_answer_bytes < 1024 {
+            return Err("mcp_max_answer_bytes must be at least 1024".into());
         }
         check_listen(&c.listen)?;
         Ok(c)
@@ -521,6 +540,7 @@ fn from_env() -> Result<Partial, String> {
         body_timeout_ms: var("APIJET_BODY_TIMEOUT_MS")?,
         idle_timeout_ms: var("APIJET_IDLE_TIMEOUT_MS")?,
         max_connections: var("APIJET_MAX_CONNECTIONS")?,
+        drain_ms: var("APIJET_DRAIN_MS")?,
         slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
         server_timing: var("APIJET_SERVER_TIMING")?,
         console: var("APIJET_CONSOLE")?,
@@ -535,6 +555,8 @@ fn from_env() -> Result<Partial, String> {
         openapi: var("APIJET_OPENAPI")?,
         metrics_listen: var("APIJET_METRICS_LISTEN")?,
         metrics_token: var("APIJET_METRICS_TOKEN")?,
+        mcp: var("APIJET_MCP")?,
+        mcp_max_answer_bytes: var("APIJET_MCP_MAX_ANSWER_BYTES")?,
         cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
             v.split(',')
                 .map(str::trim)

@@ -1,5 +1,6 @@
 //! The accept loop: a cap on open connections, header and idle timeouts per connection, and a
-//! graceful stop on SIGTERM or SIGINT.
+//! graceful stop when the stop future resolves (see [`super::drain`]: while the server drains,
+//! every HTTP/1 answer closes its connection).
 //!
 //! hyper's own header timeout also runs while a keep-alive connection waits for its next
 //! request, so one setting would serve both; here each connection has a small clock instead.
@@ -11,6 +12,7 @@
 //! - busy (a request is being answered): no limit here; the body has `body_timeout_ms` (in the
 //!   edge middleware) and statements have `statement_timeout_ms`.
 
+use super::drain::Drain;
 use crate::metrics::Metrics;
 use axum::body::Body;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -311,6 +313,7 @@ pub async fn run<A, B>(
     app: A,
     limits: Limits,
     metrics: Arc<Metrics>,
+    drain: Arc<Drain>,
     stop: impl Future<Output = ()>,
 ) where
     A: tower::Service<
@@ -373,9 +376,13 @@ pub async fn run<A, B>(
         });
         let service_clock = Arc::clone(&clock);
         let app = app.clone();
+        let drain = Arc::clone(&drain);
         let service =
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                 service_clock.request_started();
+                // A draining server sends keep-alive clients to a new connection, which the
+                // balancer no longer brings here (HTTP/2 has no such header).
+                let closing = drain.is_draining() && req.version() <= hyper::Version::HTTP_11;
                 // The client address, as axum's `into_make_service_with_connect_info` gives it
                 // (the login limiter counts failures per address).
                 req.extensions_mut()
@@ -388,10 +395,16 @@ pub async fn run<A, B>(
                     watch = watch.with_client(Arc::clone(probe));
                 }
                 async move {
-                    let response = match apijet_exec::cancel::watched(watch, call).await {
+                    let mut response = match apijet_exec::cancel::watched(watch, call).await {
                         Ok(r) => r,
                         Err(never) => match never {},
                     };
+                    if closing {
+                        response.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
+                        );
+                    }
                     Ok::<_, std::convert::Infallible>(response.map(|body| {
                         Body::new(Tracked {
                             body: Body::new(body),
@@ -478,28 +491,4 @@ async fn refuse(mut tcp: TcpStream) {
         tcp.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

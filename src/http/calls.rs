@@ -9,6 +9,7 @@ use crate::app::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
 use crate::pipeline::prepare::{Body, Call, Client};
+use crate::pipeline::run::Origin;
 use crate::templates::Routed;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -66,7 +67,9 @@ async fn answer_call(
         body: Body::Sent(body),
     };
     let mut facts = Facts::default();
-    let answer = s.answer(call, &client(s, headers), &mut facts).await;
+    let answer = s
+        .answer(call, &client(s, headers), Origin::Call, &mut facts)
+        .await;
     send(s, answer, facts).await
 }
 
@@ -105,7 +108,9 @@ pub async fn call_in_url(
         body: Body::Sent(json.as_bytes()),
     };
     let mut facts = Facts::default();
-    let answer = s.answer(call, &client(&s, &headers), &mut facts).await;
+    let answer = s
+        .answer(call, &client(&s, &headers), Origin::Call, &mut facts)
+        .await;
     // A browser or proxy revalidating a GET gets 304 when the data has not changed; `time`
     // changes on every answer, so it is left out of the tag. Only a read's answer has one.
     let tag = match &answer {
@@ -174,7 +179,7 @@ pub async fn router_call(
                 query: &[],
                 body: Body::Object(template),
             };
-            s.answer(call, &client, &mut facts).await
+            s.answer(call, &client, Origin::Call, &mut facts).await
         }
         Ok(Routed::Call { query }) => {
             let call = Call {
@@ -183,7 +188,7 @@ pub async fn router_call(
                 query: &query,
                 body: Body::Sent(&body),
             };
-            s.answer(call, &client, &mut facts).await
+            s.answer(call, &client, Origin::Call, &mut facts).await
         }
         Err(e) => Err(e),
     };

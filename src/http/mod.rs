@@ -8,6 +8,7 @@ mod accounts;
 mod calls;
 mod compress;
 mod cors;
+mod drain;
 mod middleware;
 mod ops;
 mod reply;

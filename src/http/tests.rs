@@ -4,6 +4,7 @@
 //! generations of what it changed before its answer is sent; an error reaches the edge typed,
 //! and the envelope's code and the one the access log reads are the same.
 
+use super::drain::Drain;
 use super::routes::routes;
 use crate::app::AppState;
 use crate::config::Config;
@@ -45,7 +46,8 @@ async fn started(name: &str) -> InProcess {
     };
     let state = Arc::new(AppState::start(&cfg).await.expect("the state starts"));
     state.live.start();
-    let routes = routes(Arc::clone(&state), &cfg);
+    let drain = Arc::new(Drain::new(Duration::from_millis(cfg.drain_ms)));
+    let routes = routes(Arc::clone(&state), &cfg, &drain);
     InProcess { state, routes, dir }
 }
 

@@ -31,6 +31,7 @@ mod together;
 
 use crate::config::Config;
 use crate::pipeline::Pipeline;
+use apijet_core::Capabilities;
 use registry::Registry;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,13 +57,14 @@ pub struct LiveSettings {
 }
 
 impl LiveSettings {
-    /// The settings of `cfg` for a database with or without a change feed.
-    pub fn of(cfg: &Config, change_feed: bool) -> LiveSettings {
+    /// The settings of `cfg` for a database that can do `engine`.
+    pub fn of(cfg: &Config, engine: Capabilities) -> LiveSettings {
         // With a change feed (PostgreSQL) an instance hears of other instances' writes and,
         // with the triggers, of everyone's; without one (MariaDB, SQLite) it looks again.
-        let poll_ms =
-            cfg.live_poll_ms
-                .unwrap_or(if change_feed { 0 } else { cfg.live_interval_ms });
+        let poll_ms = cfg.live_poll_ms.unwrap_or(match engine.change_feed {
+            true => 0,
+            false => cfg.live_interval_ms,
+        });
         LiveSettings {
             enabled: cfg.live,
             interval: Duration::from_millis(cfg.live_interval_ms.max(1)),

@@ -1,11 +1,12 @@
 //! The admission seam: every piece of work a client asks of the pipeline (a call's read, write
-//! or `/crud`, a subscription's first read, a refetch of it) passes [`Admission::admit`] once,
+//! or `/crud` over HTTP or as an agent's MCP tool call, a subscription's first read, a refetch
+//! of it) passes [`Admission::admit`] once,
 //! when it starts to run, and holds the guard it gives until its answer is complete (the task
 //! of a streamed answer holds it too). What a client may cost is decided here and nowhere else.
 //!
 //! Today the seam keeps what visitors who are not logged in may cost at once
-//! ([`AnonymousReads`]): their calls' reads are counted per address, and their statements stop
-//! after `anonymous_statement_timeout_ms`.
+//! ([`AnonymousReads`]): their calls' reads (HTTP and MCP alike) are counted per address, and
+//! their statements stop after `anonymous_statement_timeout_ms`.
 
 use super::prepare::Client;
 use crate::anonymous::{AnonymousReads, ReadPermit};
@@ -16,18 +17,27 @@ use std::time::Duration;
 /// What a piece of work is, as admission counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
-    /// A call's read.
-    Read,
-    /// A call's write.
-    Write,
-    /// A `/crud` call.
-    Crud,
+    /// A client's call over HTTP (`/{method}`, `/get/{json}`, `/router`).
+    Call(Act),
+    /// An agent's MCP tool call (`/mcp`, `apijet mcp`).
+    Tool(Act),
     /// The first read of a subscription.
     Subscribe,
     /// A subscription read again.
     Refetch,
     /// A write the server makes itself (an account endpoint, a sign-up).
     Server,
+}
+
+/// What a call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// A read.
+    Read,
+    /// A write.
+    Write,
+    /// `/crud`.
+    Crud,
 }
 
 /// The limits every piece of work is admitted under.
@@ -59,7 +69,7 @@ impl Admission {
     pub fn admit(&self, client: &Client, work: Work) -> Result<Admitted, ApiError> {
         let anonymous = client.visitor.is_none() && work != Work::Server;
         let permit = match (work, client.address) {
-            (Work::Read, Some(address)) if anonymous => self
+            (Work::Call(Act::Read) | Work::Tool(Act::Read), Some(address)) if anonymous => self
                 .anonymous
                 .admit(address)
                 .map_err(ApiError::TooManyRequests)?,

@@ -4,7 +4,7 @@
 //! the rules; notifications from other instances were lost).
 //!
 //! Every write through the pipeline tells its plan's
-//! [`changes`](apijet_plan::write_plan::WritePlan::changes) once it has committed and before
+//! [`changes`](apijet_plan::write::WritePlan::changes) once it has committed and before
 //! its answer is sent; what other instances wrote is told as heard. Any number of followers
 //! read the generations: each keeps the [`Stamp`] of when it last looked, asks what moved since
 //! ([`Changes::since`], [`Changes::moved_since`]) and waits for the next change

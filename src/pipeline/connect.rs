@@ -7,7 +7,7 @@ use super::Pipeline;
 use crate::anonymous::AnonymousReads;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use apijet_core::Engine;
+use apijet_core::Capabilities;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::{Backend, DbRole, DbUrl};
@@ -64,7 +64,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
                 },
             )
         }),
-        options: plan_options(cfg, backend.engine()),
+        options: plan_options(cfg, backend.capabilities()),
         backend,
         snapshot: ArcSwap::from_pointee(snapshot),
         ids,
@@ -79,7 +79,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
 }
 
 /// The limits and switches of planning, as the configuration sets them for `engine`.
-fn plan_options(cfg: &Config, engine: Engine) -> PlanOptions {
+fn plan_options(cfg: &Config, engine: Capabilities) -> PlanOptions {
     PlanOptions {
         debug: cfg.debug,
         max_count: cfg.max_count,
@@ -101,7 +101,6 @@ fn plan_options(cfg: &Config, engine: Engine) -> PlanOptions {
         raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
         procedures: Arc::new(cfg.procedures.clone()),
         served: served_names(engine, &cfg.db),
-        sort_unordered_groups: engine != Engine::MySql,
         ..PlanOptions::default()
     }
 }
@@ -112,7 +111,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
     let mut replicas = Vec::new();
     for u in &cfg.read_replicas {
         let url = DbUrl::parse(u).map_err(|e| e.to_string())?;
-        if url.engine() != primary.engine() || url.engine() == Engine::Sqlite {
+        if url.engine() != primary.engine() || url.capabilities().in_process {
             return Err(format!(
                 "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
             ));
@@ -134,23 +133,28 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
 
 /// The names `@database` and `@schema` may give: the engine as the reference names it, and the
 /// database (MariaDB) or schema (PostgreSQL) the URL connects to.
-fn served_names(engine: Engine, url: &str) -> Served {
+fn served_names(engine: Capabilities, url: &str) -> Served {
     let db = url
         .split('?')
         .next()
         .and_then(|u| u.split_once("://").map(|(_, rest)| rest))
         .and_then(|rest| rest.split_once('/').map(|(_, db)| db.to_string()))
         .filter(|db| !db.is_empty() && !db.contains('/'));
-    let (databases, mut schemas): (&[&str], Vec<String>) = match engine {
-        Engine::Sqlite => (&["SQLITE"], vec!["main".into()]),
-        Engine::Postgres => (&["POSTGRESQL"], vec!["public".into()]),
-        Engine::MySql => (&["MYSQL", "MARIADB"], Vec::new()),
-    };
-    if engine != Engine::Sqlite {
+    let mut schemas: Vec<String> = engine
+        .default_schemas
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // An embedded file's URL names a path, not a database.
+    if !engine.in_process {
         schemas.extend(db);
     }
     Served {
-        databases: databases.iter().map(|d| d.to_string()).collect(),
+        databases: engine
+            .database_names
+            .iter()
+            .map(|d| d.to_string())
+            .collect(),
         schemas,
     }
 }

@@ -21,14 +21,14 @@ pub mod snapshot;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use apijet_core::{Method, Value};
+use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::WriteQueue;
 use apijet_exec::read::fetch_rows;
 use apijet_exec::Backend;
 use apijet_plan::schema::Table;
 use apijet_plan::verify::ExistenceCheck;
-use apijet_plan::{lookup, PlanOptions};
+use apijet_plan::{lookup, Context, PlanOptions};
 use apijet_response::{failure, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
@@ -75,6 +75,25 @@ impl Pipeline {
         }
         let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
         &self.replicas[i % self.replicas.len()]
+    }
+
+    /// What a request of `method` by `visitor` is verified and planned with on `snapshot`;
+    /// `trusted` for the server's own (`/register`, accounts).
+    pub(crate) fn context<'a>(
+        &'a self,
+        method: Method,
+        visitor: Option<&'a Visitor>,
+        snapshot: &'a Snapshot,
+        trusted: bool,
+    ) -> Context<'a> {
+        Context {
+            schema: &snapshot.schema,
+            rules: &snapshot.rules,
+            options: &self.options,
+            method,
+            visitor,
+            trusted,
+        }
     }
 
     /// The current snapshot; cheap, and stable for as long as the caller holds it.

@@ -6,8 +6,8 @@
 use super::prepare::{Asked, Client, Shaped, Writing};
 use super::snapshot::Snapshot;
 use super::Pipeline;
-use apijet_plan::read::{self, ReadInputs, ReadPlan};
-use apijet_plan::write_plan::{WriteInputs, WritePlan};
+use apijet_plan::read::{self, ReadPlan};
+use apijet_plan::write::WritePlan;
 use apijet_plan::PlanOptions;
 use apijet_response::ApiError;
 use serde_json::Value as Json;
@@ -138,12 +138,7 @@ impl Pipeline {
         client: &Client,
         purpose: Purpose,
     ) -> Result<ReadAction<'p>, ApiError> {
-        let mut inputs = ReadInputs {
-            schema: &snapshot.schema,
-            options: &self.options,
-            method: shaped.method,
-            visitor: client.visitor.as_ref(),
-        };
+        let mut inputs = self.context(shaped.method, client.visitor.as_ref(), snapshot, false);
         let kept = match purpose {
             Purpose::Answer => read::Purpose::Answer,
             Purpose::Whole => read::Purpose::Whole,
@@ -171,13 +166,8 @@ impl Pipeline {
         writing: &Writing,
         client: &Client,
     ) -> Result<WriteAction, ApiError> {
-        let inputs = WriteInputs {
-            schema: &snapshot.schema,
-            options: &self.options,
-            method: writing.method,
-            visitor: client.visitor.as_ref(),
-            trusted: writing.trusted,
-        };
+        let visitor = client.visitor.as_ref();
+        let inputs = self.context(writing.method, visitor, snapshot, writing.trusted);
         Ok(WriteAction {
             plan: WritePlan::build(&writing.req, &writing.checks, &inputs)?,
             format: writing.req.format,

@@ -9,7 +9,7 @@ use super::Pipeline;
 use crate::observe::Facts;
 use apijet_core::{Method, Visitor};
 use apijet_plan::shape::{take_values, Slots};
-use apijet_plan::verify::{verify, ExistenceCheck};
+use apijet_plan::verify::{verify, ExistenceCheck, Verified};
 use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::ApiError;
@@ -140,11 +140,11 @@ impl Pipeline {
                     let mut body = extra;
                     body.insert("tag".into(), Json::String(tag));
                     body.insert(key.clone(), value);
-                    parts.push((key, self.asked(method, body, &snapshot)?));
+                    parts.push((key, self.asked(method, body, &snapshot, visitor)?));
                 }
                 Asked::Crud(parts)
             }
-            method => self.asked(method, map, &snapshot)?,
+            method => self.asked(method, map, &snapshot, visitor)?,
         };
         Ok(Prepared { snapshot, asked })
     }
@@ -168,6 +168,19 @@ impl Pipeline {
         })
     }
 
+    /// Verifies a write the server makes for a visitor without a login (a sign-up) by its
+    /// `Request` structure, read as a whitelist: nothing else bounds it. The caller may finish
+    /// the verified request (seal its passwords) before it writes it with
+    /// [`Pipeline::trusted_write`].
+    pub fn verify_trusted(
+        &self,
+        method: Method,
+        body: Map<String, Json>,
+    ) -> Result<Verified, ApiError> {
+        let snapshot = self.snapshot();
+        Ok(verify(body, &self.context(method, None, &snapshot, true))?)
+    }
+
     /// What `body` asks as `method`: verified by its `Request` structure unless the method is
     /// public, parsed, and for a read its values in slots.
     fn asked(
@@ -175,12 +188,14 @@ impl Pipeline {
         method: Method,
         body: Map<String, Json>,
         snapshot: &Snapshot,
+        visitor: Option<&Visitor>,
     ) -> Result<Asked, ApiError> {
+        let context = self.context(method, visitor, snapshot, false);
         if method.is_query() {
             let body = if method.is_public() {
                 body
             } else {
-                verify(method, body, &snapshot.rules)?.request
+                verify(body, &context)?.request
             };
             let mut req = Request::from_map(body)?;
             let values = take_values(&mut req, &self.options.expr)?;
@@ -190,7 +205,7 @@ impl Pipeline {
                 values,
             }));
         }
-        let verified = verify(method, body, &snapshot.rules)?;
+        let verified = verify(body, &context)?;
         Ok(Asked::Write(Writing {
             method,
             req: Request::from_map(verified.request)?,

@@ -84,7 +84,6 @@ impl Pipeline {
             options: &self.options,
             visitor,
             values,
-            envelope: &apijet_response::Envelopes,
         }
     }
 

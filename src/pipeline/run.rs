@@ -4,7 +4,7 @@
 //! write queue, and what a committed write changed moves the generations of
 //! [`Changes`](super::changes::Changes) before its answer is sent.
 
-use super::admit::{Admitted, Work};
+use super::admit::{Act, Admitted, Work};
 use super::answer::Answer;
 use super::plan::{Action, CrudAction, WriteAction};
 use super::prepare::Client;
@@ -12,10 +12,12 @@ use super::snapshot::Snapshot;
 use super::Pipeline;
 use crate::observe::Facts;
 use apijet_core::Visitor;
-use apijet_exec::write::{atomically, single_insert, single_insert_answer, Plans, WriteEnv};
-use apijet_plan::write_plan::WritePlan;
-use apijet_response::ApiError;
-use serde_json::{Map, Value as Json};
+use apijet_exec::write::{
+    atomically, single_insert, single_insert_answer, Plans, WriteEnv, WriteOutcome, WrittenMember,
+};
+use apijet_plan::write::WritePlan;
+use apijet_response::{written, ApiError};
+use serde_json::Value as Json;
 use std::sync::Arc;
 
 /// Where a piece of work comes from: what admission counts it as.
@@ -23,6 +25,8 @@ use std::sync::Arc;
 pub enum Origin {
     /// A client's call (`/{method}`, `/get/{json}`, `/router`).
     Call,
+    /// An agent's MCP tool call.
+    Tool,
     /// The first read of a subscription.
     Subscribe,
     /// A subscription read again after a write.
@@ -40,13 +44,17 @@ impl Pipeline {
         origin: Origin,
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
-        let work = match (origin, &action) {
-            (Origin::Call, Action::Read(_)) => Work::Read,
-            (Origin::Call, Action::Write(_)) => Work::Write,
-            (Origin::Call, Action::Crud(_)) => Work::Crud,
-            (Origin::Subscribe, _) => Work::Subscribe,
-            (Origin::Refetch, _) => Work::Refetch,
-            (Origin::Server, _) => Work::Server,
+        let act = match &action {
+            Action::Read(_) => Act::Read,
+            Action::Write(_) => Act::Write,
+            Action::Crud(_) => Act::Crud,
+        };
+        let work = match origin {
+            Origin::Call => Work::Call(act),
+            Origin::Tool => Work::Tool(act),
+            Origin::Subscribe => Work::Subscribe,
+            Origin::Refetch => Work::Refetch,
+            Origin::Server => Work::Server,
         };
         let admitted = self.admission.admit(client, work)?;
         let mut watch = apijet_exec::cancel::current();
@@ -80,8 +88,8 @@ impl Pipeline {
         visitor: Option<&Visitor>,
     ) -> Result<Answer, ApiError> {
         let env = self.write_env(visitor, &write.snapshot);
-        let results = match self.queued(&write.plan, &env).await? {
-            Some(results) => results,
+        let outcome = match self.queued(&write.plan, &env).await? {
+            Some(outcome) => outcome,
             None => {
                 let plans = [&write.plan];
                 let work = Plans {
@@ -94,7 +102,7 @@ impl Pipeline {
         };
         self.committed(&write.plan);
         Ok(Answer::Written {
-            results,
+            results: written(outcome),
             format: write.format,
         })
     }
@@ -104,7 +112,7 @@ impl Pipeline {
         &self,
         plan: &WritePlan,
         env: &WriteEnv<'_>,
-    ) -> Result<Option<Map<String, Json>>, ApiError> {
+    ) -> Result<Option<WriteOutcome>, ApiError> {
         let Some(queue) = &self.queue else {
             return Ok(None);
         };
@@ -112,9 +120,10 @@ impl Pipeline {
             return Ok(None);
         };
         queue.insert(insert).await?;
-        let mut out = Map::new();
-        out.insert(key, Json::Object(single_insert_answer(env, id)));
-        Ok(Some(out))
+        let member = WrittenMember::Object(single_insert_answer(id));
+        Ok(Some(WriteOutcome {
+            members: vec![(key, member)],
+        }))
     }
 
     /// `/crud`: every write in one transaction, whatever its method (never the write queue,
@@ -136,9 +145,9 @@ impl Pipeline {
                 env: &env,
             };
             let results = atomically(&self.backend, &work).await?;
-            for ((key, plan), mut results) in crud.writes.iter().zip(results) {
+            for ((key, plan), outcome) in crud.writes.iter().zip(results) {
                 self.committed(plan);
-                if let Some(v) = results.remove(*key) {
+                if let Some(v) = written(outcome).remove(*key) {
                     answers.push((key.to_string(), v));
                 }
             }
@@ -176,7 +185,6 @@ impl Pipeline {
             visitor,
             ids: &self.ids,
             max_insert_rows: self.max_batch,
-            envelope: &apijet_response::Envelopes,
         }
     }
 }

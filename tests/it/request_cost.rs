@@ -29,12 +29,12 @@ fn expensive() -> [Value; 4] {
 }
 
 /// The heaviest of them on every engine, for the abandoned requests.
-fn window() -> Value {
+pub(crate) fn window() -> Value {
     expensive()[2].clone()
 }
 
 /// Adds `Big` (`ROWS` rows of an id, a 32-character text and a number) and its `Access` row.
-fn add_big_table(engine: Engine, url: &str) {
+pub(crate) fn add_big_table(engine: Engine, url: &str) {
     let started = Instant::now();
     match engine {
         Engine::Sqlite => {
@@ -142,7 +142,7 @@ fn send_only_to(server: &Server, path: &str, body: &Value, token: Option<&str>) 
 }
 
 /// Whether a statement on `Big` runs now (for SQLite: whether the server is busy).
-fn running_now(engine: Engine, url: &str, server: &Server) -> bool {
+pub(crate) fn running_now(engine: Engine, url: &str, server: &Server) -> bool {
     match statements_on_big(engine, url) {
         Some(n) => n > 0,
         None => server_busy(server),

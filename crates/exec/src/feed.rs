@@ -66,7 +66,7 @@ impl Hearing {
 
 /// Whether a database of `url` offers a change feed, told before connecting to it.
 pub fn offered(url: &DbUrl) -> bool {
-    matches!(url, DbUrl::Postgres(_))
+    url.capabilities().change_feed
 }
 
 impl Backend {

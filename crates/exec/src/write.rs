@@ -1,4 +1,4 @@
-//! POST, PUT and DELETE: a write's plan (`apijet_plan::write_plan::WritePlan`) run in one
+//! POST, PUT and DELETE: a write's plan (`apijet_plan::write::WritePlan`) run in one
 //! transaction (protocol §10), the envelope every write runs in ([`atomically`]).
 //!
 //! The request has passed the `Request` structure already. Each object becomes one statement
@@ -8,24 +8,26 @@
 
 use crate::backend::{Backend, Tx};
 use crate::ids::IdGenerator;
-use crate::sink::{CollectSink, Envelope};
+use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::Visitor;
 use apijet_plan::schema::SchemaCache;
-use apijet_plan::write_plan::{WritePlan, WriteStep};
+use apijet_plan::write::{WritePlan, WriteStep};
 use apijet_plan::PlanError;
 use apijet_sql::{render, Dialect, Statement};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 use std::future::Future;
 use std::pin::Pin;
 
 mod calls;
 mod change;
 mod insert;
+mod outcome;
 
 use change::{delete, put, put_batch};
 use insert::post;
 pub use insert::{single_insert, single_insert_answer};
+pub use outcome::{WriteOutcome, Written, WrittenIds, WrittenMember};
 
 /// Everything a write needs beside its plan.
 pub struct WriteEnv<'a> {
@@ -41,8 +43,6 @@ pub struct WriteEnv<'a> {
     pub ids: &'a IdGenerator,
     /// Rows per INSERT statement at most (engines bound the parameters of one statement).
     pub max_insert_rows: usize,
-    /// The members around a written object's count.
-    pub envelope: &'a dyn Envelope,
 }
 
 /// The future of work inside a transaction. Boxed: an opaque future borrowing the transaction
@@ -85,7 +85,7 @@ pub struct Plans<'a> {
 }
 
 impl Atomic for Plans<'_> {
-    type Done = Vec<Map<String, Json>>;
+    type Done = Vec<WriteOutcome>;
 
     fn run<'t>(&'t self, tx: &'t mut Tx<'_>) -> Running<'t, Self::Done> {
         Box::pin(async move {
@@ -114,7 +114,7 @@ async fn write_in(
     tx: &mut Tx<'_>,
     plan: &WritePlan,
     env: &WriteEnv<'_>,
-) -> Result<Map<String, Json>, ExecError> {
+) -> Result<WriteOutcome, ExecError> {
     for check in &plan.checks {
         let n = count(tx, &render(env.dialect, &check.count)).await?;
         if check.must_exist && n == 0 {
@@ -132,34 +132,35 @@ async fn write_in(
             .into());
         }
     }
-    let mut out = Map::new();
+    let mut out = Vec::with_capacity(plan.steps.len());
     // The id each insert's row got, for the references of later objects ("id@": "Privacy/id").
     let mut ids: Vec<Option<Json>> = Vec::with_capacity(plan.steps.len());
     for step in &plan.steps {
         let mut id = None;
         match step {
             WriteStep::Insert(s) => {
-                let (answer, first) = post(tx, s, env, &ids).await?;
+                let (written, first) = post(tx, s, env, &ids).await?;
                 id = first;
-                out.insert(s.key.clone(), Json::Object(answer));
+                out.push((s.key.clone(), WrittenMember::Object(written)));
             }
             WriteStep::Update(s) => {
-                let answer = put(tx, s, env).await?;
-                out.insert(s.key.clone(), Json::Object(answer));
+                let written = put(tx, s, env).await?;
+                out.push((s.key.clone(), WrittenMember::Object(written)));
             }
             WriteStep::UpdateBatch { key, items } => {
-                out.insert(key.clone(), Json::Object(put_batch(tx, items, env).await?));
+                let written = put_batch(tx, items, env).await?;
+                out.push((key.clone(), WrittenMember::Object(written)));
             }
             WriteStep::Delete(s) => {
-                let answer = delete(tx, s, env).await?;
-                out.insert(s.key.clone(), Json::Object(answer));
+                let written = delete(tx, s, env).await?;
+                out.push((s.key.clone(), WrittenMember::Object(written)));
             }
             WriteStep::Echo { key, value } => {
-                out.insert(key.clone(), value.clone());
+                out.push((key.clone(), WrittenMember::Value(value.clone())));
             }
             WriteStep::Fail(e) => return Err(e.clone().into()),
         }
         ids.push(id);
     }
-    Ok(out)
+    Ok(WriteOutcome { members: out })
 }

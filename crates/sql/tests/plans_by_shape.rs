@@ -7,18 +7,23 @@
 //! kept plan, while a different keyword or method is another shape.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::{
-    Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadInputs, ReadPlan, ShapeKey,
-};
+use apijet_plan::read::{Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadPlan, ShapeKey};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
-use apijet_plan::PlanOptions;
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanOptions};
 use apijet_request::Request;
 use apijet_sql::{render, render_template, Dialect, MySql, Postgres, Sqlite};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
+
+/// No `Request` structures: these reads are public.
+fn rules() -> &'static RequestRules {
+    static RULES: std::sync::OnceLock<RequestRules> = std::sync::OnceLock::new();
+    RULES.get_or_init(RequestRules::default)
+}
 
 fn schema() -> SchemaCache {
     use ColumnKind::*;
@@ -164,7 +169,7 @@ proptest! {
     fn a_plan_depends_on_what_each_of_its_bound_statements_reads(body in dependent_body()) {
         let schema = schema();
         let options = PlanOptions::default();
-        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor: None };
         let (req, values) = request(&body);
         let Ok(plan) = ReadPlan::build(&req, &inputs) else { return Ok(()) };
         let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
@@ -185,7 +190,7 @@ proptest! {
         let options = PlanOptions::default();
         let visitor = Visitor { id: 82001, contacts: vec![82002], foreign_schema: None };
         for visitor in [None, Some(&visitor)] {
-            let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor };
+            let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor };
             let (req, values) = request(&body);
             let Ok(plan) = ReadPlan::build(&req, &inputs) else { continue };
             let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
@@ -211,7 +216,7 @@ proptest! {
     fn requests_of_one_shape_share_one_plan(body in body(), other in value()) {
         let schema = schema();
         let options = PlanOptions::default();
-        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor: None };
         let cache = PlanCache::default();
         let (req, _) = request(&body);
         let Ok(first) = cache.plan(&req, &inputs) else { return Ok(()) };
@@ -237,7 +242,9 @@ proptest! {
 fn values_that_decide_the_statement_are_decided_per_request() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -273,7 +280,9 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
         contacts: vec![],
         foreign_schema: None,
     };
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -295,7 +304,9 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
 fn a_read_for_the_server_is_planned_whole_and_kept_apart_from_the_clients() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -331,7 +342,9 @@ fn a_read_for_the_server_is_planned_whole_and_kept_apart_from_the_clients() {
 fn a_plan_names_the_tables_it_reads_and_its_shape() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -359,7 +372,9 @@ fn a_plan_names_the_tables_it_reads_and_its_shape() {
 fn a_plan_knows_what_changes_its_answer_without_a_write() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,

@@ -10,7 +10,8 @@
 //! error is not kept. The cache belongs to the schema snapshot, so a reload starts it empty;
 //! past [`PLAN_SHAPES`] shapes, an arbitrary one makes room.
 
-use super::{Purpose, ReadInputs, ReadPlan};
+use super::{Purpose, ReadPlan};
+use crate::Context;
 use crate::PlanError;
 use apijet_core::Method;
 use apijet_request::{
@@ -66,7 +67,7 @@ pub struct PlanCache {
 impl PlanCache {
     /// The plan of `req` (condition values in slots) for an answer to the client: the one kept
     /// for its shape, else a new one, kept when it may be shared.
-    pub fn plan(&self, req: &Request, inputs: &ReadInputs<'_>) -> Result<Arc<ReadPlan>, PlanError> {
+    pub fn plan(&self, req: &Request, inputs: &Context<'_>) -> Result<Arc<ReadPlan>, PlanError> {
         self.plan_for(req, inputs, Purpose::Answer)
     }
 
@@ -74,7 +75,7 @@ impl PlanCache {
     pub fn plan_for(
         &self,
         req: &Request,
-        inputs: &ReadInputs<'_>,
+        inputs: &Context<'_>,
         purpose: Purpose,
     ) -> Result<Arc<ReadPlan>, PlanError> {
         let key = ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose);
