@@ -86,6 +86,39 @@ impl InProcess {
         self.json("POST", uri, body, token).await.0
     }
 
+    /// What the MCP tool `method` answers for `request` at `/mcp`, as JSON (the text the
+    /// agent reads).
+    async fn tool_call(&self, method: &str, request: &Value) -> Value {
+        let call = json!({
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": method, "arguments": {"request": request}}
+        });
+        let request = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header(header::HOST, "localhost")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .body(Body::from(call.to_string()))
+            .expect("a request");
+        let r = self.routes.clone().oneshot(request).await.expect("routed");
+        let status = r.status();
+        let bytes = r.into_body().collect().await.expect("a body").to_bytes();
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let answer: Value = serde_json::from_slice(&bytes).expect("a JSON-RPC answer");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a text content: {answer}"));
+        serde_json::from_str(text).expect("the tool's text is the APIJSON answer")
+    }
+
     async fn login_as_ada(&self) -> String {
         let body = json!({"type": 0, "phone": "13000082001", "password": "123456"});
         let answer = self.post("/login", &body, None).await;
@@ -116,6 +149,8 @@ async fn every_entry_point_answers_a_read_as_post_get_answers_it() {
     let in_url = format!("/get/{}", url_encoded(&ada));
     let (by_url, _) = s.json("GET", &in_url, &json!({}), None).await;
     assert_eq!(content(by_url), by_post);
+    let by_tool = s.tool_call("get", &ada).await;
+    assert_eq!(content(by_tool), by_post, "an agent's MCP tool call");
     let by_tag = s.post("/get/User", &json!({"id": 82001}), None).await;
     let mut tagged = by_post.clone();
     tagged["User"] = by_tag["User"].clone();

@@ -82,3 +82,49 @@ impl Admission {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn anonymous_at(last: u8) -> Client {
+        Client {
+            visitor: None,
+            address: Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, last))),
+        }
+    }
+
+    #[test]
+    fn an_agents_tool_call_shares_the_anonymous_budget_of_http_calls() {
+        let admission = Admission::new(AnonymousReads::new(1, Duration::from_millis(250)));
+        let client = anonymous_at(1);
+        let held = admission
+            .admit(&client, Work::Call(Act::Read))
+            .expect("the first read is admitted");
+        assert!(admission.admit(&client, Work::Tool(Act::Read)).is_err());
+        drop(held);
+        let held = admission
+            .admit(&client, Work::Tool(Act::Read))
+            .expect("admitted once the call's read ended");
+        assert!(admission.admit(&client, Work::Call(Act::Read)).is_err());
+        assert!(
+            admission
+                .admit(&anonymous_at(2), Work::Tool(Act::Read))
+                .is_ok(),
+            "counted per address"
+        );
+        assert!(admission.admit(&client, Work::Server).is_ok());
+        drop(held);
+        for work in [Work::Call(Act::Write), Work::Tool(Act::Crud), Work::Refetch] {
+            let admitted = admission.admit(&client, work).expect("admitted");
+            assert_eq!(
+                admitted.timeout().map(|(t, _)| t),
+                Some(Duration::from_millis(250)),
+                "{work:?}: anonymous work has the statement timeout"
+            );
+        }
+        let server = admission.admit(&client, Work::Server).expect("admitted");
+        assert_eq!(server.timeout(), None, "the server's own work has none");
+    }
+}
