@@ -4,13 +4,16 @@
 #
 #   bench/callgrind.sh apijet|handwritten DB_URL [BODY] [N]
 #
-# Starts `apijet serve` (or the hand-written endpoint of `apijet bench`, for
+# Starts `apijet serve` (or the hand-written endpoint of the bench kit, `apijet-bench`, for
 # PurchSkuMaster=purch_sku_master.sku_id) under `valgrind --tool=callgrind`, sends 200
 # warm-up requests, zeroes the counters, sends N (default 2000) sequential requests on one
 # keep-alive connection (curl), dumps, and prints instructions per request. The profile stays
 # in bench/out/callgrind.<what>.<pid>* for callgrind_annotate.
 #
-# APIJET_BIN (default target/release/apijet) is the binary; the database must hold the data
+# APIJET_BIN (default: release/apijet in cargo's build folder, `target/` or wherever
+# CARGO_TARGET_DIR puts it) is the server, APIJET_BENCH_BIN (default: release/apijet-bench
+# beside it) the kit (cargo build --release -p apijet -p apijet-bench); the database must hold
+# the data
 # (`apijet bench --keep-data`, or a --postgres-url/--mysql-url run of `apijet bench`).
 set -euo pipefail
 what=${1:?apijet|handwritten}
@@ -18,7 +21,10 @@ db=${2:?database URL}
 body=${3:-'{"PurchSkuMaster":{"sku_id":"1000c0ff-ee42-4b7d-a1c2-e5f60718293a"}}'}
 n=${4:-2000}
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${APIJET_BIN:-$root/target/release/apijet}
+# shellcheck source=scripts/lib/cargo.sh
+source "$root/scripts/lib/cargo.sh"
+bin=${APIJET_BIN:-$(cd "$root" && cargo_bin release)}
+kit=${APIJET_BENCH_BIN:-$(dirname "$bin")/apijet-bench}
 out=$root/bench/out
 mkdir -p "$out"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -28,7 +34,8 @@ case $what in
     printf 'max_count = 100\ntoken_secret = "callgrind"\nstatement_timeout_ms = 0\n' >"$conf"
     args=(serve --db "$db" --listen "127.0.0.1:$port" --config "$conf") ;;
   handwritten)
-    args=(bench --serve-handwritten PurchSkuMaster=purch_sku_master.sku_id
+    bin=$kit
+    args=(--serve-handwritten PurchSkuMaster=purch_sku_master.sku_id
       --handwritten-db "$db" --handwritten-listen "127.0.0.1:$port") ;;
   *) echo "apijet or handwritten, not $what" >&2; exit 2 ;;
 esac

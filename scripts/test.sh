@@ -14,15 +14,18 @@
 #      APIJET_TEST_MYSQL_ARGS    "-h 127.0.0.1 -P PORT -u root"       (mariadb client arguments)
 #    An engine whose URL is already set in the environment is not provisioned: the tests use the
 #    given server (set the matching *_ARGS too, or the tests derive them from the URL).
-# 4. Makes sure the browser test and the OpenAPI validation can run: chromium and
-#    chromium-driver from Debian (apt-get, when missing and root), and Python's
-#    openapi-spec-validator (pip, into target/py-venv, when `python3` lacks it; exported as
-#    APIJET_TEST_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
+# 4. Makes sure the browser test, the README's examples and the OpenAPI validation can run:
+#    chromium and chromium-driver, curl and jq from Debian (apt-get, when missing and root), and
+#    Python's openapi-spec-validator (pip, into py-venv in cargo's build folder, `target/` or
+#    wherever CARGO_TARGET_DIR puts it, when `python3` lacks it; exported as
+#    APIJET_TEST_PYTHON), and the MCP Python SDK (pip, `mcp`, into mcp-venv there too; exported
+#    as APIJET_TEST_MCP_PYTHON). Under CI=true, ../shared must exist and nothing may be missing: any
 #    stage that cannot run fails the run with a clear message (tests call support::skip).
 # 5. Habits stage (only when no extra arguments were given, or APIJET_LINT=1): `cargo fmt --all
 #    --check` and `cargo clippy --workspace --all-targets -- -D warnings`, each a stage of its own
 #    in the summary; either failing fails the run.
-# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2`: the unit tests
+# 6. Runs `cargo test --workspace --no-fail-fast -- --nocapture --test-threads=2` (without
+#    --workspace when the arguments pick packages with -p): the unit tests
 #    of each crate and the one integration test binary `it` (tests/it/main.rs, a module per
 #    behaviour: tests/it/accounts.rs is `accounts::`), also after a failure; the conformance
 #    report of tests/it/conformance/mod.rs is printed: documented deviations as `known`,
@@ -33,24 +36,34 @@
 #      bash scripts/test.sh --test it -- conformance::     the conformance suite
 #      bash scripts/test.sh -p apijet-plan                 one crate's unit tests
 #    PostgreSQL notices (`… does not exist, skipping`) are kept out of the output (PGOPTIONS).
-# 7. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1): the short
-#    fault tests `scripts/cluster/fault-test.sh galera` and `… postgres` (3-node Galera, PostgreSQL
-#    primary + standby, two apijet instances behind haproxy; about a minute each). Needs galera-4,
-#    rsync, haproxy and curl (installed with apt-get as root when missing). Under CI=true a
-#    missing tool or a failed run fails the suite; elsewhere a missing tool skips the stage with
-#    a message. A fault test whose output stays open after it ended (a background process that
-#    outlived it) fails.
+# 7. Cluster stage (only when no extra arguments were given, or APIJET_CLUSTER_TEST=1), each
+#    script a stage of its own: the short fault tests `scripts/cluster/fault-test.sh galera`,
+#    `… postgres`, `… patroni` and `… spider` (3-node Galera, PostgreSQL primary + standby,
+#    Patroni over etcd, Spider with three shards; two apijet instances behind haproxy; about a
+#    minute each), `scripts/cluster/spider-check.sh` (the conformance cases, ids, cross-shard
+#    atomicity and a 1,000,000-row list on Spider; its `conformance [spider]` lines count as the
+#    other engines' do) and `scripts/cluster/rolling-restart.sh` (three instances restarted in
+#    turn under load). The tools each needs (galera-4, rsync, patroni, etcd-server,
+#    mariadb-plugin-spider, haproxy, curl) are installed with apt-get as root when missing.
+#    Under CI=true a missing tool or a failed run fails the suite; elsewhere a missing tool
+#    skips the stage with a message. A script whose output stays open after it ended (a
+#    background process that outlived it) fails.
+#    A passing run must print no panic (a test that expects one prints "panicked at" all the
+#    same): such text fails the run.
 # 8. Ends with a summary: one line per stage (format and lint; unit and integration tests;
-#    conformance per engine and stage; each fault test), then `N passed, M failed` (N = tests,
-#    conformance cases, fault tests and the format and lint stages), and exits 0 only when
-#    nothing failed.
+#    conformance per engine and stage; each cluster script), then `N passed, M failed` (N =
+#    tests, conformance cases, cluster scripts and the format and lint stages), and exits 0 only
+#    when nothing failed.
 # 9. Always stops both servers and removes the temporary directories, on success, failure or
-#    Ctrl-C.
+#    Ctrl-C. The tests remove what they create themselves (tests/it/support/mod.rs: their files
+#    live in a folder of the test process, removed when it ends, however it ends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # shellcheck source=scripts/lib/db.sh
 source scripts/lib/db.sh
+# shellcheck source=scripts/lib/cargo.sh
+source scripts/lib/cargo.sh
 
 want_pg=1
 want_my=1
@@ -66,8 +79,6 @@ cleanup() {
   db_stop_all
   [ -n "$TMP_DIR" ] && rm -rf "$TMP_DIR"
   rm -rf "$LOG_DIR"
-  # The tests' SQLite demo files (tests/it/support/mod.rs keeps them under target/tmp).
-  rm -rf target/tmp/apijet-demo-it-*
   exit "$rc"
 }
 trap cleanup EXIT
@@ -87,17 +98,37 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   fi
 fi
 
+# curl and jq for the README's examples (tests/it/readme.rs runs every one).
+if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    db_log "installing curl jq with apt-get"
+    apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y curl jq >/dev/null
+  else
+    db_log "curl / jq missing; install them (as root: apt-get install curl jq)"
+  fi
+fi
+
 # The OpenAPI validator for tests/it/openapi.rs.
 if ! python3 -c 'import openapi_spec_validator' >/dev/null 2>&1; then
-  venv=target/py-venv
+  venv=$(cargo_target_dir)/py-venv
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
     db_log "installing openapi-spec-validator into $venv"
     if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet 'openapi-spec-validator==0.9.0'; }; then
       db_log "cannot install openapi-spec-validator (python3-venv missing?)"
     fi
   fi
-  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$PWD/$venv/bin/python"
+  [ -x "$venv/bin/python" ] && export APIJET_TEST_PYTHON="$venv/bin/python"
 fi
+
+# The official MCP Python SDK, the client of tests/it/mcp.rs: pinned, in a venv of its own.
+mcp_venv=$(cargo_target_dir)/mcp-venv
+if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' >/dev/null 2>&1; then
+  db_log "installing the MCP Python SDK into $mcp_venv"
+  if ! { python3 -m venv "$mcp_venv" && "$mcp_venv/bin/pip" install --quiet 'mcp==2.3.0'; }; then
+    db_log "cannot install the MCP Python SDK (python3-venv missing?)"
+  fi
+fi
+if [ -x "$mcp_venv/bin/python" ]; then export APIJET_TEST_MCP_PYTHON="$mcp_venv/bin/python"; fi
 
 if [ "${CI:-}" = true ] && [ ! -d ../shared/apijson ]; then
   echo "scripts/test.sh: CI=true but ../shared/apijson is missing: the conformance stage cannot run." >&2
@@ -174,9 +205,16 @@ for arg in "$@"; do
   fi
 done
 
+# The whole workspace, unless the arguments pick packages (`-p apijet-plan`): cargo takes
+# --workspace over -p, so both together would run everything.
+scope=(--workspace)
+for arg in "${cargo_args[@]}"; do
+  case $arg in -p | -p* | --package | --package=*) scope=() ;; esac
+done
+
 set +e
 # --no-fail-fast: every test binary runs, so the summary counts them all.
-cargo test --workspace --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
+cargo test "${scope[@]}" --no-fail-fast "${cargo_args[@]}" -- --nocapture --test-threads=2 "${test_args[@]}" 2>&1 | tee "$LOG_DIR/cargo.log"
 cargo_status=${PIPESTATUS[0]}
 set -e
 
@@ -202,6 +240,13 @@ else
 fi
 passed=$((passed + t_passed))
 failed=$((failed + t_failed))
+# A passing run prints no panic: one that a test expects (#[should_panic]) still reads as a
+# failure in the log. Check the error such a panic would carry instead.
+panics=$(grep -c 'panicked at' "$LOG_DIR/cargo.log" || true)
+if [ "$t_failed" -eq 0 ] && [ "$panics" -gt 0 ]; then
+  failed=$((failed + 1))
+  summary+=("panic text in a passing run: FAILED, $panics \"panicked at\" lines (see above)")
+fi
 
 # `conformance [postgres]: 97 passed, 4 known deviations, 0 failed[, 2 order-dependent]`: every
 # case replayed counts, a known deviation and an order-dependent answer as passed.
@@ -220,42 +265,69 @@ done < <(grep -E '^conformance( writes)? \[[a-z]+\]: [0-9]+ passed' "$LOG_DIR/ca
 if [ $# -eq 0 ] || [ "${APIJET_CLUSTER_TEST:-}" = 1 ]; then
   # shellcheck source=scripts/cluster/lib.sh
   source scripts/cluster/lib.sh
-  if ! cl_require galera 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y galera-4 rsync haproxy curl >/dev/null || true
-  fi
-  if cl_require galera; then
-    for topology in galera postgres; do
-      db_log "cluster stage: fault test on $topology"
-      log=$LOG_DIR/cluster-$topology.log
-      started=$SECONDS
-      set +e
-      FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh "$topology" 2>&1 | tee "$log"
-      rc=${PIPESTATUS[0]}
-      set -e
-      took=$((SECONDS - started))
-      result=$(grep -E '^cluster: ' "$log" | tail -n 1 || true)
-      ran=$(sed -nE 's/^\[cluster\] fault test done in ([0-9]+) s .*/\1/p' "$log" | tail -n 1)
-      if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ $((took - ran)) -gt 15 ]; then
-        # The pipe stayed open after the script ended: something it started outlived it.
-        rc=1
-        result="its output stayed open $((took - ran)) s after it ended (a background process outlived it)"
-      fi
-      if [ "$rc" -eq 0 ]; then
-        passed=$((passed + 1))
-        summary+=("cluster fault test $topology: passed, ${result:-no result line}")
-      else
+  # NAME TOPOLOGY PATTERN COMMAND…: one cluster script as a stage; its result is its last line
+  # matching PATTERN. A script whose output stays open after it ended (a background process
+  # outlived it) fails. Under CI a tool the topology needs that is missing (cl_require installs
+  # it as root) fails the stage; elsewhere it is skipped.
+  cluster_stage() {
+    local name=$1 topology=$2 pattern=$3 log started took rc result ran
+    shift 3
+    if ! cl_require "$topology"; then
+      if [ "${CI:-}" = true ]; then
         failed=$((failed + 1))
-        summary+=("cluster fault test $topology: FAILED (exit $rc), ${result:-no result line}")
+        summary+=("$name: FAILED, tools missing (see above)")
+      else
+        summary+=("$name: SKIPPED, tools missing (see above)")
       fi
-    done
-  elif [ "${CI:-}" = true ]; then
-    db_log "cluster stage cannot run under CI: tools missing"
-    failed=$((failed + 1))
-    summary+=("cluster fault tests: FAILED, tools missing (galera-4 rsync haproxy curl)")
-  else
-    db_log "cluster stage SKIPPED: tools missing (see above)"
-    summary+=("cluster fault tests: SKIPPED, tools missing (galera-4 rsync haproxy curl)")
-  fi
+      return
+    fi
+    db_log "cluster stage: $name"
+    log=$LOG_DIR/cluster-${name// /-}.log
+    started=$SECONDS
+    set +e
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    took=$((SECONDS - started))
+    result=$(grep -E "$pattern" "$log" | tail -n 1 || true)
+    ran=$(sed -nE 's/^\[cluster\] .* done in ([0-9]+) s \(exit .*/\1/p' "$log" | tail -n 1)
+    if [ "$rc" -eq 0 ] && [ -n "$ran" ] && [ $((took - ran)) -gt 15 ]; then
+      rc=1
+      result="its output stayed open $((took - ran)) s after it ended (a background process outlived it)"
+    fi
+    if [ "$rc" -eq 0 ]; then
+      passed=$((passed + 1))
+      summary+=("$name: passed in $took s, ${result:-no result line}")
+    else
+      failed=$((failed + 1))
+      summary+=("$name: FAILED (exit $rc) in $took s, ${result:-no result line}")
+    fi
+  }
+  # Short forms: a fault a few seconds into the load, enough load after it for the slowest
+  # failover (Patroni's, ttl 10 s, writes back after about 15 s).
+  cluster_stage "cluster fault test galera" galera '^cluster: ' \
+    env FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh galera
+  cluster_stage "cluster fault test postgres" postgres '^cluster: ' \
+    env FT_SECONDS=16 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh postgres
+  cluster_stage "cluster fault test patroni" patroni '^cluster: ' \
+    env FT_SECONDS=26 FT_KILL_AFTER=6 bash scripts/cluster/fault-test.sh patroni
+  cluster_stage "cluster fault test spider" spider '^cluster: ' \
+    env FT_SECONDS=18 FT_KILL_AFTER=5 FT_DOWN_FOR=4 bash scripts/cluster/fault-test.sh spider
+  cluster_stage "cluster spider check" spider '^spider: ' bash scripts/cluster/spider-check.sh
+  # The conformance lines of the Spider replay count as those of the other engines do.
+  spider_log=$LOG_DIR/cluster-cluster-spider-check.log
+  while IFS= read -r line; do
+    summary+=("$line")
+    read -r c_passed c_failed < <(awk -F'[:,]' '{
+      for (i = 2; i <= NF; i++) {
+        split($i, w, " ")
+        if (w[2] == "failed") f += w[1]; else p += w[1]
+      }
+    } END { printf "%d %d\n", p, f }' <<<"$line")
+    passed=$((passed + c_passed))
+    failed=$((failed + c_failed))
+  done < <(grep -E '^conformance( writes)? \[spider\]: [0-9]+ passed' "$spider_log" 2>/dev/null || true)
+  cluster_stage "cluster rolling restart" rolling '^rolling: ' bash scripts/cluster/rolling-restart.sh
 fi
 
 skipped=$(grep -c '^\*\*\* SKIPPED' "$LOG_DIR/cargo.log" || true)

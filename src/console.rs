@@ -106,7 +106,7 @@ fn schema_document<'a>(tables: impl Iterator<Item = &'a Table>, debug: bool) -> 
     json!({"debug": debug, "tables": tables})
 }
 
-fn type_name(kind: ColumnKind) -> &'static str {
+pub(crate) fn type_name(kind: ColumnKind) -> &'static str {
     match kind {
         ColumnKind::Int => "integer",
         ColumnKind::Float => "number",

@@ -12,31 +12,45 @@
 //!   crowd out the others by sending more.
 //!
 //! A refusal is a 429 that names its setting. A client with nothing under way takes no room.
+//!
+//! The pipeline's `run` stage admits every call, tool call and live read here
+//! (`crate::pipeline::run`), the account endpoints their password work; the admitted work of a
+//! visitor who is not logged in carries its statement timeout
+//! (`anonymous_statement_timeout_ms`).
 
 use crate::client::ClientKey;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// A kind of work done for a visitor. Live answers' reads and the MCP endpoint are admitted
-/// under their own kinds once their call sites go through the ledger.
+/// A kind of work done for a visitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)]
 pub enum Kind {
+    /// A client's call over HTTP (`/{method}`, `/get/{json}`, `/router`).
+    Call(Act),
+    /// An agent's MCP tool call (`/mcp`, `apijet mcp`).
+    Tool(Act),
+    /// The first read of a live subscription.
+    FirstRead,
+    /// A live subscription read again after a change. Counted as a read, never refused for
+    /// the client's reads: it is owed to a subscription already admitted, and a refusal would
+    /// reach the subscriber as an error it did not cause.
+    Refetch,
+    /// A password checked or hashed (`/login`, `/register`, `/put/password`, `/put/balance`).
+    Login,
+    /// Work the server does itself (an account endpoint's write, a sign-up).
+    Server,
+}
+
+/// What a call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
     /// A read: GET, HEAD, GETS, HEADS.
     Read,
     /// A write: POST, PUT, DELETE.
     Write,
-    /// A part of `/crud`.
-    CrudPart,
-    /// A password checked or hashed (`/login`, `/register`, `/put/password`, `/put/balance`).
-    Login,
-    /// The first read of a live subscription.
-    FirstRead,
-    /// A live subscription's read again after a change.
-    Refetch,
-    /// A call of the MCP endpoint.
-    Mcp,
+    /// `/crud`.
+    Crud,
 }
 
 impl Kind {
@@ -44,8 +58,17 @@ impl Kind {
     fn is_read(self) -> bool {
         matches!(
             self,
-            Kind::Read | Kind::CrudPart | Kind::FirstRead | Kind::Mcp
+            Kind::Call(Act::Read | Act::Crud)
+                | Kind::Tool(Act::Read | Act::Crud)
+                | Kind::FirstRead
+                | Kind::Refetch
         )
+    }
+
+    /// Whether a visitor's statements of this kind stop at `anonymous_statement_timeout_ms`
+    /// when it is not logged in.
+    fn has_anonymous_timeout(self) -> bool {
+        !matches!(self, Kind::Server | Kind::Login)
     }
 }
 
@@ -111,6 +134,15 @@ pub struct Admitted {
     key: Option<ClientKey>,
     anonymous_read: bool,
     login: bool,
+    timeout: Option<Duration>,
+}
+
+impl Admitted {
+    /// The statement timeout of the work's own, stricter than the database's, and the setting
+    /// that gives it.
+    pub fn timeout(&self) -> Option<(Duration, &'static str)> {
+        self.timeout.map(|t| (t, "anonymous_statement_timeout_ms"))
+    }
 }
 
 impl Ledger {
@@ -120,11 +152,6 @@ impl Ledger {
             budgets,
             book: Mutex::new(Book::default()),
         })
-    }
-
-    /// The budgets.
-    pub fn budgets(&self) -> &Budgets {
-        &self.budgets
     }
 
     fn book(&self) -> MutexGuard<'_, Book> {
@@ -138,11 +165,14 @@ impl Ledger {
         let b = &self.budgets;
         let anonymous_read = !client.logged_in && kind.is_read();
         let login = kind == Kind::Login;
+        // Owed to a subscription admitted before: counted, not refused.
+        let owed = kind == Kind::Refetch;
         let mut book = self.book();
         let clients_busy = book.clients.len();
         let total = book.total;
         let held = book.clients.get(&client.key).copied().unwrap_or_default();
         if anonymous_read
+            && !owed
             && b.anonymous_reads_per_address > 0
             && held.anonymous_reads >= b.anonymous_reads_per_address
         {
@@ -166,7 +196,7 @@ impl Ledger {
                 ),
             });
         }
-        if b.work_per_instance > 0 && total >= b.work_per_instance {
+        if !owed && b.work_per_instance > 0 && total >= b.work_per_instance {
             // Clients with work under way, this one included.
             let sharing = clients_busy + usize::from(held.all == 0);
             let share = (b.work_per_instance / sharing.max(1)).max(1);
@@ -188,11 +218,15 @@ impl Ledger {
         held.anonymous_reads += usize::from(anonymous_read);
         held.logins += usize::from(login);
         book.total += 1;
+        let timeout =
+            (!client.logged_in && kind.has_anonymous_timeout() && !b.anonymous_timeout.is_zero())
+                .then_some(b.anonymous_timeout);
         Ok(Admitted {
             ledger: Arc::clone(self),
             key: client.key,
             anonymous_read,
             login,
+            timeout,
         })
     }
 
@@ -222,6 +256,8 @@ impl Drop for Admitted {
 mod tests {
     use super::*;
 
+    const READ: Kind = Kind::Call(Act::Read);
+
     fn budgets(anonymous: usize, logins: usize, work: usize) -> Budgets {
         Budgets {
             anonymous_reads_per_address: anonymous,
@@ -242,19 +278,27 @@ mod tests {
     fn anonymous_reads_are_counted_per_client_and_released_when_they_end() {
         let ledger = Ledger::new(budgets(2, 0, 0));
         let a = client("10.0.0.1", false);
-        let first = ledger.admit(a, Kind::Read).expect("one");
+        let first = ledger.admit(a, READ).expect("one");
         let second = ledger.admit(a, Kind::FirstRead).expect("two");
-        let refused = ledger.admit(a, Kind::CrudPart).expect_err("three");
+        let refused = ledger.admit(a, Kind::Tool(Act::Read)).expect_err("three");
         assert_eq!(refused.setting, "anonymous_reads_per_address");
         assert!(refused.message.contains("anonymous_reads_per_address"));
-        assert!(ledger.admit(client("10.0.0.2", false), Kind::Read).is_ok());
+        assert!(ledger.admit(client("10.0.0.2", false), READ).is_ok());
         assert!(
-            ledger.admit(client("10.0.0.1", true), Kind::Read).is_ok(),
+            ledger.admit(client("10.0.0.1", true), READ).is_ok(),
             "a login reads beyond it"
         );
-        assert!(ledger.admit(a, Kind::Write).is_ok(), "writes are not reads");
+        assert!(
+            ledger.admit(a, Kind::Call(Act::Write)).is_ok(),
+            "writes are not reads"
+        );
+        let owed = ledger
+            .admit(a, Kind::Refetch)
+            .expect("a refetch is owed to its subscription");
         drop(first);
-        let third = ledger.admit(a, Kind::Read).expect("a slot freed");
+        assert!(ledger.admit(a, READ).is_err(), "a refetch counts as a read");
+        drop(owed);
+        let third = ledger.admit(a, READ).expect("a slot freed");
         drop((second, third));
         assert_eq!(ledger.under_way(), 0);
         assert!(
@@ -286,15 +330,15 @@ mod tests {
         let ledger = Ledger::new(budgets(0, 0, 4));
         let heavy = client("10.0.0.1", true);
         let held: Vec<_> = (0..4)
-            .map(|_| ledger.admit(heavy, Kind::Read).expect("under the budget"))
+            .map(|_| ledger.admit(heavy, READ).expect("under the budget"))
             .collect();
-        let refused = ledger.admit(heavy, Kind::Read).expect_err("its share");
+        let refused = ledger.admit(heavy, READ).expect_err("its share");
         assert_eq!(refused.setting, "work_per_instance");
         // A newcomer's share is half the budget: it gets in while the heavy client waits.
         let light = client("10.0.0.2", true);
-        let first = ledger.admit(light, Kind::Read).expect("a newcomer");
-        let second = ledger.admit(light, Kind::Read).expect("within its share");
-        assert!(ledger.admit(light, Kind::Read).is_err(), "past its share");
+        let first = ledger.admit(light, READ).expect("a newcomer");
+        let second = ledger.admit(light, READ).expect("within its share");
+        assert!(ledger.admit(light, READ).is_err(), "past its share");
         drop((first, second, held));
         assert_eq!(ledger.under_way(), 0);
     }
@@ -304,8 +348,48 @@ mod tests {
         let ledger = Ledger::new(budgets(0, 0, 0));
         let a = client("10.0.0.1", false);
         let held: Vec<_> = (0..100)
-            .map(|_| ledger.admit(a, Kind::Read).expect("admitted"))
+            .map(|_| ledger.admit(a, READ).expect("admitted"))
             .collect();
         assert_eq!(held.len(), 100);
+    }
+
+    #[test]
+    fn an_agents_tool_call_shares_the_anonymous_budget_of_http_calls_and_carries_its_timeout() {
+        let ledger = Ledger::new(Budgets {
+            anonymous_timeout: Duration::from_millis(250),
+            ..budgets(1, 0, 0)
+        });
+        let a = client("192.0.2.1", false);
+        let held = ledger.admit(a, READ).expect("the first read is admitted");
+        assert!(ledger.admit(a, Kind::Tool(Act::Read)).is_err());
+        drop(held);
+        let held = ledger
+            .admit(a, Kind::Tool(Act::Read))
+            .expect("admitted once the call's read ended");
+        assert!(ledger.admit(a, READ).is_err());
+        assert!(ledger.admit(a, Kind::Server).is_ok());
+        drop(held);
+        for kind in [
+            READ,
+            Kind::Call(Act::Write),
+            Kind::Tool(Act::Crud),
+            Kind::FirstRead,
+            Kind::Refetch,
+        ] {
+            let admitted = ledger.admit(a, kind).expect("admitted");
+            assert_eq!(
+                admitted.timeout().map(|(t, _)| t),
+                Some(Duration::from_millis(250)),
+                "{kind:?}: anonymous work has the statement timeout"
+            );
+        }
+        for kind in [Kind::Server, Kind::Login] {
+            let admitted = ledger.admit(a, kind).expect("admitted");
+            assert_eq!(admitted.timeout(), None, "{kind:?} has none");
+        }
+        let logged_in = ledger
+            .admit(client("192.0.2.1", true), READ)
+            .expect("admitted");
+        assert_eq!(logged_in.timeout(), None, "a login's work has none");
     }
 }

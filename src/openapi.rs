@@ -104,7 +104,7 @@ fn component_name(name: &str) -> String {
 /// Whether the document shows `t`: never a table of secrets (`Verify`), nor one without an
 /// `Access` row; outside debug mode neither a system table, a debug-only one, nor one no role
 /// may use at all.
-fn visible(t: &Table, debug: bool) -> bool {
+pub(crate) fn visible(t: &Table, debug: bool) -> bool {
     let Some(access) = &t.access else {
         return false;
     };

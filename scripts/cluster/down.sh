@@ -48,6 +48,11 @@ for dir in "${dirs[@]}"; do
     sleep 0.1
   done
   for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  # etcd's data lives in memory, named in the directory (scripts/cluster/lib-patroni.sh).
+  shm=$(cat "$dir/etcd/data-dir" 2>/dev/null || true)
+  case "$shm" in
+  /dev/shm/apijet-etcd.*) rm -rf "$shm" ;;
+  esac
   rm -rf "$dir"
   echo "[cluster] stopped ${#pids[@]} processes and removed $dir" >&2
 done

@@ -4,6 +4,12 @@
 #   bash scripts/cluster/fault-test.sh galera     3-node MariaDB Galera; kill -9 one node
 #   bash scripts/cluster/fault-test.sh postgres   primary + synchronous hot standby; stop the
 #                                                 primary (immediate mode) and promote the standby
+#   bash scripts/cluster/fault-test.sh patroni    3 PostgreSQL nodes under Patroni (etcd, haproxy
+#                                                 by Patroni's health checks); kill -9 the leader
+#                                                 (its Patroni and PostgreSQL): Patroni promotes
+#   bash scripts/cluster/fault-test.sh spider     MariaDB sharded with Spider (a head and three
+#                                                 data nodes, HASH(id)); kill -9 data node 1, and
+#                                                 restart it FT_DOWN_FOR (6) seconds later
 #
 # Writers (scripts/cluster/writers.py) log in through haproxy and POST new rows through both
 # instances at a steady rate (FT_WRITERS writers × FT_RATE per second, FT_SECONDS in all); the
@@ -21,9 +27,9 @@ cd "$(dirname "$0")/../.."
 
 topology=${1:-}
 case "$topology" in
-galera | postgres) ;;
+galera | postgres | patroni | spider) ;;
 *)
-  echo "usage: $0 galera|postgres" >&2
+  echo "usage: $0 galera|postgres|patroni|spider" >&2
   exit 2
   ;;
 esac
@@ -33,6 +39,7 @@ FT_RATE=${FT_RATE:-10}
 FT_SECONDS=${FT_SECONDS:-24}
 FT_KILL_AFTER=${FT_KILL_AFTER:-8}
 FT_TIMEOUT=${FT_TIMEOUT:-420}
+FT_DOWN_FOR=${FT_DOWN_FOR:-6}
 
 # shellcheck source=scripts/lib/db.sh
 source scripts/lib/db.sh
@@ -40,6 +47,10 @@ source scripts/lib/db.sh
 source scripts/cluster/lib.sh
 
 DIR=""
+report_args=()
+# The moment the failed server is gone (its processes killed and reaped): the failover is
+# timed from here, and writes sent before it may still land on it.
+fault_done() { python3 -c 'import time; print(time.time())' >"$DIR/kill-time"; }
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$?
@@ -59,20 +70,8 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'cl_log "timed out after ${FT_TIMEOUT}s"; exit 124' TERM
 
-# TERMs this script after $1 seconds. It is one background job that takes its own sleep down
-# when it is stopped, and its output goes nowhere: a leftover sleep once held the script's
-# standard output open for the whole FT_TIMEOUT after the script had ended.
-# shellcheck disable=SC2317  # the trap's command
-watchdog() {
-  local nap
-  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-  sleep "$1" &
-  nap=$!
-  wait "$nap" && kill -TERM $$
-}
-
 cl_require "$topology"
-watchdog "$FT_TIMEOUT" </dev/null >/dev/null 2>&1 &
+cl_watchdog $$ "$FT_TIMEOUT" </dev/null >/dev/null 2>&1 &
 
 bin=$(cl_apijet_bin)
 export APIJET_BIN=$bin
@@ -95,9 +94,52 @@ if [ "$topology" = galera ]; then
   # Killing node 1 takes away instance 1's primary and instance 0's replica.
   cl_apijet_up "$DIR" 0 "$(url 0)" "mysql://root@127.0.0.1:${CL_MY_PORTS[1]}/apijet"
   cl_apijet_up "$DIR" 1 "$(url 1)" "mysql://root@127.0.0.1:${CL_MY_PORTS[2]}/apijet"
-  fault() { cl_galera_kill 1; }
+  fault() { cl_galera_kill 1 && fault_done; }
   rows() { cl_my "${CL_MY_PORTS[0]}" "SELECT content, id FROM apijet.Comment WHERE content LIKE 'ft-$run-%'"; }
   describe="kill -9 Galera node 1 of 3"
+elif [ "$topology" = spider ]; then
+  cl_spider_up "$DIR" 3
+  cl_spider_sql head "CREATE DATABASE apijet"
+  db="mysql://root@127.0.0.1:$CL_SPIDER_HEAD_PORT/apijet"
+  "$bin" demo --db "$db" >/dev/null
+  cl_spider_shard apijet
+  # From here on a commit on a data node is on its disk before it returns.
+  cl_spider_durable
+  # Both instances on the head; Spider sends each row to the data node HASH(id) names.
+  cl_apijet_up "$DIR" 0 "$db"
+  cl_apijet_up "$DIR" 1 "$db"
+  fault() { cl_spider_kill 1 && fault_done; }
+  after_fault() {
+    sleep "$FT_DOWN_FOR"
+    # When the restart began and when the node answered again.
+    python3 -c 'import time; print(time.time())' >"$DIR/restart-time"
+    cl_spider_start 1
+    python3 -c 'import time; print(time.time())' >>"$DIR/restart-time"
+    cl_log "data node 1 restarted after ${FT_DOWN_FOR} s; XA transactions it held in doubt: $(cl_spider_resolve)"
+  }
+  rows() { cl_spider_sql head "SELECT content, id FROM apijet.Comment WHERE content LIKE 'ft-$run-%'"; }
+  report_args=(--shards 3 --lost-shard 1 --restart-file "$DIR/restart-time")
+  describe="kill -9 Spider data node 1 of 3 (shard p1), restart it ${FT_DOWN_FOR} s later"
+elif [ "$topology" = patroni ]; then
+  cl_patroni_up "$DIR" 3
+  primary=postgres://postgres@127.0.0.1:$CL_PAT_PRIMARY_PORT/postgres
+  list="postgres://postgres@$(cl_patroni_hosts)/postgres?target_session_attrs"
+  "$bin" demo --db "$primary" >/dev/null
+  # Instance 0 through haproxy (writes where GET /primary answers 200, reads where /replica
+  # does), instance 1 through the host list (target_session_attrs picks the primary for writes,
+  # a standby for reads). Neither is told about the failover: they find the new leader.
+  cl_apijet_up "$DIR" 0 "$primary" "postgres://postgres@127.0.0.1:$CL_PAT_REPLICA_PORT/postgres?application_name=apijet-replica"
+  cl_apijet_up "$DIR" 1 "$list=read-write" "$list=read-only&application_name=apijet-replica"
+  leader=$(cl_patroni_leader)
+  fault() { cl_patroni_crash "$leader" && fault_done; }
+  # The new leader, as Patroni says, and how long the election took.
+  after_fault() {
+    local new
+    new=$(cl_patroni_wait_leader 60 "$leader") || return 1
+    cl_log "Patroni promoted node $new (node $leader was the leader) $(python3 -c "import time; print(f'{time.time() - $(cat "$DIR/kill-time"):.2f}')") s after the kill"
+  }
+  rows() { cl_pg "$CL_PAT_PRIMARY_PORT" "SELECT content, id FROM \"Comment\" WHERE content LIKE 'ft-$run-%'" | tr '|' '\t'; }
+  describe="kill -9 the Patroni leader (node $leader: its Patroni daemon and PostgreSQL)"
 else
   cl_pg_up "$DIR"
   primary=127.0.0.1:${CL_PG_PORTS[0]}
@@ -108,7 +150,8 @@ else
   replica="postgres://postgres@$standby/postgres?application_name=apijet-replica"
   cl_apijet_up "$DIR" 0 "postgres://postgres@$primary,$standby/postgres?target_session_attrs=read-write" "$replica"
   cl_apijet_up "$DIR" 1 "postgres://postgres@$standby,$primary/postgres?target_session_attrs=read-write" "$replica"
-  fault() { cl_pg_fail_over; }
+  # The primary's crash is the fault; the promotion that follows is part of the failover.
+  fault() { cl_pg_crash_primary && fault_done && cl_pg_promote_standby; }
   rows() { cl_pg "${CL_PG_PORTS[1]}" "SELECT content, id FROM \"Comment\" WHERE content LIKE 'ft-$run-%'" | tr '|' '\t'; }
   describe="stop the primary (immediate) and promote the standby"
 fi
@@ -121,19 +164,34 @@ python3 scripts/cluster/writers.py run --instances "$instances" \
   --seconds "$FT_SECONDS" --run "$run" --out "$DIR/load" &
 load=$!
 sleep "$FT_KILL_AFTER"
-if [ "$topology" = postgres ]; then
-  # The reads of the load so far went to the standby, not the primary.
-  replica_reads=$(cl_pg "${CL_PG_PORTS[1]}" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'apijet-replica'")
-  cl_log "connections of the instances' read pools on the standby: $replica_reads"
-  [ "$replica_reads" -gt 0 ] || { cl_log "no read reached the standby"; exit 1; }
+if [ "$topology" = postgres ] || [ "$topology" = patroni ]; then
+  # The reads of the load so far went to the standbys, not the primary.
+  standbys=("${CL_PG_PORTS[1]}")
+  if [ "$topology" = patroni ]; then
+    standbys=()
+    for i in "${!CL_PG_PORTS[@]}"; do [ "$i" = "$leader" ] || standbys+=("${CL_PG_PORTS[$i]}"); done
+  fi
+  replica_reads=0
+  for port in "${standbys[@]}"; do
+    n=$(cl_pg "$port" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'apijet-replica'")
+    replica_reads=$((replica_reads + n))
+  done
+  cl_log "connections of the instances' read pools on the standbys: $replica_reads"
+  [ "$replica_reads" -gt 0 ] || { cl_log "no read reached a standby"; exit 1; }
 fi
-python3 -c 'import time; print(time.time())' >"$DIR/kill-time"
 fault
 cl_log "fault injected: $describe"
+if declare -F after_fault >/dev/null; then after_fault || exit 1; fi
 load_rc=0
 wait "$load" || load_rc=$?
 rows >"$DIR/rows.txt"
+if [ "$topology" = spider ]; then
+  # Settled at the restart; one left would hold its rows locked and invisible.
+  in_doubt=0
+  for k in 0 1 2; do in_doubt=$((in_doubt + $(cl_spider_sql "$k" "XA RECOVER" | wc -l))); done
+  [ "$in_doubt" -eq 0 ] || { cl_log "$in_doubt XA transactions still in doubt"; exit 1; }
+fi
 report_rc=0
 python3 scripts/cluster/writers.py report --out "$DIR/load" --kill-file "$DIR/kill-time" \
-  --rows "$DIR/rows.txt" || report_rc=$?
+  --rows "$DIR/rows.txt" "${report_args[@]}" || report_rc=$?
 [ "$load_rc" -eq 0 ] && [ "$report_rc" -eq 0 ]

@@ -1,56 +1,101 @@
 # shellcheck shell=bash disable=SC2034  # CL_* variables are for the caller
-# Local multi-server topologies for scripts/cluster/*.sh. Source it after scripts/lib/db.sh; it
-# sets no shell options of its own. Everything listens on 127.0.0.1 on ports from db_free_ports,
-# lives under one directory, waits a bounded time, and is stopped by cl_down (call it from a trap).
+# Local multi-server topologies for scripts/cluster/*.sh. Source it after scripts/lib/db.sh (it
+# sources scripts/lib/cargo.sh itself); it sets no shell options of its own. Everything listens
+# on loopback on ports from db_free_ports, lives under one directory, waits a bounded time, and
+# is stopped by cl_down (call it from a trap).
 #
+#   cl_require TOPOLOGY         the tools TOPOLOGY needs (galera, postgres, patroni, spider,
+#                               rolling, haproxy) are there, installed with apt-get when missing
+#                               and we are root; else fails naming the packages
 #   cl_galera_up DIR N          N-node MariaDB Galera cluster (rsync SST); CL_MY_PORTS[i], CL_MY_PIDS[i]
 #   cl_galera_kill I            kill -9 node I
 #   cl_pg_up DIR                PostgreSQL primary + hot standby (pg_basebackup, synchronous);
 #                               CL_PG_PORTS=(primary standby), CL_PG_DATA=(dir dir)
 #   cl_pg_fail_over             stop the primary (immediate, like a crash) and promote the standby
-#   cl_apijet_up DIR I DB [REPLICAS]   apijet instance I (instance_id I, shared token_secret);
-#                               CL_API_PORTS[I], CL_API_PIDS[I]
-#   cl_haproxy_up DIR           haproxy round-robin over every started instance; CL_PROXY_PORT
+#                               (cl_pg_crash_primary, then cl_pg_promote_standby)
+#   cl_apijet_up DIR I DB [REPLICAS [PORT]]   apijet instance I (instance_id I, shared
+#                               token_secret, haproxy's X-Forwarded-For trusted; CL_API_ENV: more
+#                               VAR=VALUE words for it); CL_API_PORTS[I], CL_API_PIDS[I]
+#   cl_haproxy_up DIR           haproxy round-robin over every started instance, by their
+#                               /health; CL_PROXY_PORT
+#   lib-patroni.sh, lib-spider.sh: the Patroni and Spider topologies (sourced at the end)
 #   cl_down                     stop all of the above (safe to call twice)
+#   cl_watchdog PID SECONDS     TERM the calling script after SECONDS (a background job)
 #   cl_stop_jobs                stop every background job the calling script still has (a
 #                               watchdog, a load generator): call it from the EXIT trap, so that
 #                               nothing outlives the script or holds its standard output
 #
 # Every server leaves a pid file in its directory (mysqld.pid, postmaster.pid, apijetN.pid,
-# haproxy.pid), so scripts/cluster/down.sh can stop what a killed script left behind.
+# haproxy.pid, patroni.pid, etcd.pid), so scripts/cluster/down.sh can stop what a killed script
+# left behind.
 
 CL_GALERA_LIB=${CL_GALERA_LIB:-/usr/lib/galera/libgalera_smm.so}
 CL_WAIT=${CL_WAIT:-90}
 CL_TOKEN_SECRET=${CL_TOKEN_SECRET:-cluster-test-secret-shared-by-all-instances}
 CL_MY_PORTS=() CL_MY_PIDS=() CL_MY_DIRS=()
 CL_PG_PORTS=() CL_PG_DATA=() CL_PG_DIR=""
-CL_API_PORTS=() CL_API_PIDS=()
+CL_API_PORTS=() CL_API_PIDS=() CL_API_ENV=()
 CL_PROXY_PORT="" CL_PROXY_PID=""
 
 cl_log() { printf '[cluster] %s\n' "$*" >&2; }
 
-# The apijet binary: $APIJET_BIN, else target/debug/apijet built on demand.
+# The apijet binary: $APIJET_BIN, else the debug build in cargo's own target directory, built
+# on demand (scripts/lib/cargo.sh asks cargo where that is: CARGO_TARGET_DIR, build.target-dir,
+# never an assumed ./target).
 cl_apijet_bin() {
   if [ -n "${APIJET_BIN:-}" ]; then
     printf '%s' "$APIJET_BIN"
     return
   fi
   cargo build --quiet --bin apijet >&2 || return 1
-  printf '%s' "$PWD/target/debug/apijet"
+  cargo_bin debug | tr -d '\n'
 }
 
-# Fails (with why) when a tool the topologies need is missing; under CI this is an error, never a skip.
+# The Debian packages topology $1 needs that are missing here, one per line.
+cl_missing_packages() {
+  local t=$1
+  command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || echo haproxy
+  command -v python3 >/dev/null 2>&1 || echo python3
+  command -v curl >/dev/null 2>&1 || echo curl
+  case "$t" in
+  galera | spider)
+    db_have_mariadb || printf '%s\n' mariadb-server mariadb-client
+    ;;
+  postgres | patroni | rolling)
+    [ -n "$(db_find_pg_bin)" ] && command -v psql >/dev/null 2>&1 || echo postgresql
+    ;;
+  esac
+  case "$t" in
+  galera)
+    [ -f "$CL_GALERA_LIB" ] || echo galera-4
+    command -v rsync >/dev/null 2>&1 || echo rsync
+    ;;
+  patroni)
+    command -v patroni >/dev/null 2>&1 || echo patroni
+    command -v etcd >/dev/null 2>&1 || echo etcd-server
+    ;;
+  spider)
+    [ -f "$CL_SPIDER_PLUGIN" ] || echo mariadb-plugin-spider
+    ;;
+  esac
+}
+
+# Fails (with why) when a tool topology $1 needs is missing and cannot be installed (we are not
+# root, or apt-get failed); under CI this is an error, never a skip.
 cl_require() {
-  local missing=()
-  [ -f "$CL_GALERA_LIB" ] || [ "${1:-}" != galera ] || missing+=("galera-4 ($CL_GALERA_LIB)")
-  [ "${1:-}" != galera ] || command -v rsync >/dev/null 2>&1 || missing+=(rsync)
-  command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
-  command -v python3 >/dev/null 2>&1 || missing+=(python3)
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
-  if [ ${#missing[@]} -gt 0 ]; then
-    cl_log "missing: ${missing[*]} (apt-get install galera-4 rsync haproxy python3 curl)"
-    return 1
+  local missing
+  mapfile -t missing < <(cl_missing_packages "${1:-}")
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    cl_log "installing ${missing[*]} with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >/dev/null; } ||
+      true
+    mapfile -t missing < <(cl_missing_packages "${1:-}")
+    [ ${#missing[@]} -eq 0 ] && return 0
   fi
+  cl_log "missing: ${missing[*]} (as root: apt-get install ${missing[*]})"
+  return 1
 }
 
 cl_my() { mariadb --no-defaults -h 127.0.0.1 -P "$1" -u root -N -B -e "$2"; }
@@ -186,21 +231,25 @@ cl_pg_up() {
   cl_log "PostgreSQL primary on 127.0.0.1:${ports[0]}, synchronous hot standby on 127.0.0.1:${ports[1]}"
 }
 
-cl_pg_fail_over() {
+cl_pg_fail_over() { cl_pg_crash_primary && cl_pg_promote_standby; }
+cl_pg_crash_primary() {
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "${CL_PG_DATA[0]}" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+}
+cl_pg_promote_standby() {
   db_as_pg "$DB_PG_BIN/pg_ctl" -D "${CL_PG_DATA[1]}" -w -t 30 promote >/dev/null
 }
 
 cl_apijet_up() {
-  local dir=$1 i=$2 db=$3 replicas=${4:-} bin port
+  local dir=$1 i=$2 db=$3 replicas=${4:-} port=${5:-} bin
   bin=$(cl_apijet_bin) || return 1
-  port=$(db_free_ports 1)
+  [ -n "$port" ] || port=$(db_free_ports 1)
   mkdir -p "$dir"
-  # CL_DIR marks the process as this topology's for scripts/cluster/down.sh.
-  CL_DIR=$dir APIJET_DB=$db APIJET_LISTEN=127.0.0.1:$port APIJET_TOKEN_SECRET=$CL_TOKEN_SECRET \
-    APIJET_INSTANCE_ID=$i APIJET_READ_REPLICAS=$replicas APIJET_POOL_SIZE=4 \
-    APIJET_STATEMENT_TIMEOUT_MS=10000 \
-    "$bin" serve </dev/null >"$dir/apijet$i.log" 2>&1 &
+  # CL_DIR marks the process as this topology's for scripts/cluster/down.sh. haproxy, on this
+  # address, adds X-Forwarded-For: the instances believe it (setting trusted_proxies).
+  env CL_DIR="$dir" APIJET_DB="$db" APIJET_LISTEN="127.0.0.1:$port" APIJET_TOKEN_SECRET="$CL_TOKEN_SECRET" \
+    APIJET_INSTANCE_ID="$i" APIJET_READ_REPLICAS="$replicas" APIJET_POOL_SIZE=4 \
+    APIJET_STATEMENT_TIMEOUT_MS=10000 APIJET_TRUSTED_PROXIES=127.0.0.1 "${CL_API_ENV[@]}" \
+    "$bin" serve </dev/null >>"$dir/apijet$i.log" 2>&1 &
   CL_API_PIDS[i]=$!
   CL_API_PORTS[i]=$port
   echo "${CL_API_PIDS[$i]}" >"$dir/apijet$i.pid"
@@ -219,11 +268,13 @@ cl_haproxy_up() {
   {
     printf 'global\n  maxconn 512\n'
     printf 'defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n'
-    printf '  option http-server-close\n  retries 2\n  option redispatch\n'
+    printf '  option http-server-close\n  option forwardfor\n  retries 2\n  option redispatch\n'
     printf 'frontend apijet\n  bind 127.0.0.1:%s\n  default_backend instances\n' "$CL_PROXY_PORT"
     printf 'backend instances\n  balance roundrobin\n  http-response set-header X-Apijet-Server %%[srv_name]\n'
+    # An instance that drains before it stops answers /health with 503: out of rotation.
+    printf '  option httpchk GET /health\n  http-check expect status 200\n'
     for i in "${!CL_API_PORTS[@]}"; do
-      printf '  server apijet%s 127.0.0.1:%s check inter 1s\n' "$i" "${CL_API_PORTS[$i]}"
+      printf '  server apijet%s 127.0.0.1:%s check inter %s fall 2 rise 2\n' "$i" "${CL_API_PORTS[$i]}" "${CL_CHECK_INTER:-1s}"
     done
   } >"$dir/haproxy.cfg"
   haproxy -f "$dir/haproxy.cfg" -db </dev/null >"$dir/haproxy.log" 2>&1 &
@@ -249,6 +300,19 @@ cl_stop_pid() {
   wait "$pid" 2>/dev/null || true
 }
 
+# TERMs the calling script (pid $1) after $2 seconds: run it as a background job
+# (`cl_watchdog $$ SECONDS </dev/null >/dev/null 2>&1 &`). It takes its own sleep down when it
+# is stopped (cl_stop_jobs), so that no sleep outlives the script, holds its standard output,
+# or later signals a process that took over its pid.
+# shellcheck disable=SC2317  # the trap's command
+cl_watchdog() {
+  local nap
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  sleep "$2" &
+  nap=$!
+  wait "$nap" && kill -TERM "$1"
+}
+
 cl_stop_jobs() {
   local p
   for p in $(jobs -p); do cl_stop_pid "$p"; done
@@ -258,6 +322,9 @@ cl_down() {
   local p d
   cl_stop_pid "$CL_PROXY_PID"
   CL_PROXY_PID=""
+  # SIGINT: an instance stops without draining (nothing is left to send it requests), all of
+  # them at once.
+  for p in "${CL_API_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   for p in "${CL_API_PIDS[@]}"; do cl_stop_pid "$p"; done
   CL_API_PIDS=()
   for p in "${CL_MY_PIDS[@]}"; do cl_stop_pid "$p"; done
@@ -268,4 +335,13 @@ cl_down() {
     fi
   done
   CL_PG_DATA=()
+  cl_patroni_down
+  cl_spider_down
 }
+
+# shellcheck source=scripts/lib/cargo.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/cargo.sh"
+# shellcheck source=scripts/cluster/lib-patroni.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-patroni.sh"
+# shellcheck source=scripts/cluster/lib-spider.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-spider.sh"

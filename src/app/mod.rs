@@ -1,16 +1,15 @@
 //! The application: its state, wired once at start-up, and the request entry ([`entry`]).
 //!
 //! The state holds the [`Pipeline`] (the database, its snapshot, the plan options, the
-//! counters) and the features around it, each with what it needs: the account endpoints, the
-//! sessions, the ledger of the work visitors have under way. Features depend on the pipeline, never on the
-//! state, so every dependency points one way: HTTP edge → state → features → pipeline.
+//! counters, the ledger that admits every piece of work) and the features around it, each with what it needs: the account
+//! endpoints, the sessions, live answers. Features depend on the pipeline, never on the state,
+//! so every dependency points one way: HTTP edge → state → features → pipeline.
 
 pub mod entry;
 
 use crate::accounts::session::Sessions;
 use crate::accounts::Accounts;
 use crate::config::Config;
-use crate::ledger::{Budgets, Ledger};
 use crate::live::{Live, LiveSettings};
 use crate::pipeline::Pipeline;
 use std::sync::Arc;
@@ -28,8 +27,6 @@ pub struct AppState {
     pub admins: Vec<i64>,
     /// Requests slower than this are logged with their request.
     slow: Option<Duration>,
-    /// The work visitors have under way, against their budgets.
-    pub ledger: Arc<Ledger>,
     /// Live answers (`/subscribe`).
     pub live: Arc<Live>,
 }
@@ -40,14 +37,8 @@ impl AppState {
     pub async fn start(cfg: &Config) -> Result<AppState, String> {
         let pipeline = Arc::new(Pipeline::start(cfg).await?);
         let sessions = Arc::new(Sessions::new(cfg)?);
-        let ledger = Ledger::new(Budgets {
-            anonymous_reads_per_address: cfg.anonymous_reads_per_address,
-            logins_per_client: cfg.logins_per_client,
-            work_per_instance: cfg.work_per_instance,
-            anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
-        });
         let live = Arc::new(Live::new(
-            LiveSettings::of(cfg, pipeline.backend.engine()),
+            LiveSettings::of(cfg, pipeline.backend.capabilities()),
             Arc::clone(&pipeline),
         ));
         Ok(AppState {
@@ -56,13 +47,12 @@ impl AppState {
                 cfg,
                 Arc::clone(&pipeline),
                 Arc::clone(&sessions),
-                Arc::clone(&ledger),
+                Arc::clone(&pipeline.ledger),
             ),
             pipeline,
             sessions,
             admins: cfg.admins.clone(),
             slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-            ledger,
         })
     }
 

@@ -71,6 +71,7 @@ pub(super) fn from_env() -> Result<Partial, String> {
         header_timeout_ms: var("APIJET_HEADER_TIMEOUT_MS")?,
         body_timeout_ms: var("APIJET_BODY_TIMEOUT_MS")?,
         idle_timeout_ms: var("APIJET_IDLE_TIMEOUT_MS")?,
+        drain_ms: var("APIJET_DRAIN_MS")?,
         max_connections: var("APIJET_MAX_CONNECTIONS")?,
         slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
         server_timing: var("APIJET_SERVER_TIMING")?,
@@ -86,6 +87,8 @@ pub(super) fn from_env() -> Result<Partial, String> {
         openapi: var("APIJET_OPENAPI")?,
         metrics_listen: var("APIJET_METRICS_LISTEN")?,
         metrics_token: var("APIJET_METRICS_TOKEN")?,
+        mcp: var("APIJET_MCP")?,
+        mcp_max_answer_bytes: var("APIJET_MCP_MAX_ANSWER_BYTES")?,
         cors_origins: list("APIJET_CORS_ORIGINS"),
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(

@@ -104,6 +104,9 @@ pub struct Config {
     pub idle_timeout_ms: u64,
     /// Most connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
+    /// After SIGTERM: how long, in milliseconds, the server goes on answering while `/health`
+    /// says it is draining, before it stops accepting (0: stop at once).
+    pub drain_ms: u64,
     /// Origins allowed to call from a browser: `*` (any origin, echoed, with credentials) or a
     /// list of exact origins; empty turns CORS off.
     pub cors_origins: Vec<String>,
@@ -138,6 +141,10 @@ pub struct Config {
     /// A token `/metrics` requires as `Authorization: Bearer` (empty: none). Without either
     /// setting `/metrics` is not served.
     pub metrics_token: String,
+    /// `/mcp`: the Model Context Protocol on the API's listener.
+    pub mcp: bool,
+    /// Most bytes of one MCP tool answer; longer answers are cut with paging guidance.
+    pub mcp_max_answer_bytes: usize,
 }
 
 /// How new passwords are stored (`password_storage`).
@@ -235,6 +242,7 @@ pub struct Partial {
     body_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     max_connections: Option<usize>,
+    drain_ms: Option<u64>,
     cors_origins: Option<Vec<String>>,
     slow_request_ms: Option<u64>,
     server_timing: Option<bool>,
@@ -250,6 +258,8 @@ pub struct Partial {
     openapi: Option<OpenApiExposure>,
     metrics_listen: Option<String>,
     metrics_token: Option<String>,
+    mcp: Option<bool>,
+    mcp_max_answer_bytes: Option<usize>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -304,6 +314,7 @@ impl Default for Config {
             body_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             max_connections: 4096,
+            drain_ms: 5000,
             cors_origins: vec!["*".into()],
             slow_request_ms: 1000,
             server_timing: false,
@@ -319,6 +330,8 @@ impl Default for Config {
             openapi: OpenApiExposure::Public,
             metrics_listen: String::new(),
             metrics_token: String::new(),
+            mcp: true,
+            mcp_max_answer_bytes: 32 << 10,
         }
     }
 }
@@ -404,6 +417,7 @@ impl Config {
             body_timeout_ms,
             idle_timeout_ms,
             max_connections,
+            drain_ms,
             cors_origins,
             slow_request_ms,
             server_timing,
@@ -417,7 +431,9 @@ impl Config {
             password_storage,
             openapi,
             metrics_listen,
-            metrics_token
+            metrics_token,
+            mcp,
+            mcp_max_answer_bytes
         );
         if p.live_poll_ms.is_some() {
             self.live_poll_ms = p.live_poll_ms;
@@ -458,6 +474,9 @@ impl Config {
                 "live_interval_ms, live_heartbeat_ms and live_concurrency must be at least 1"
                     .into(),
             );
+        }
+        if c.mcp_max_answer_bytes < 1024 {
+            return Err("mcp_max_answer_bytes must be at least 1024".into());
         }
         check_listen(&c.listen)?;
         crate::client::TrustedProxies::parse(&c.trusted_proxies)?;

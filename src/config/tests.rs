@@ -86,3 +86,35 @@ fn raw_sql_takes_a_list_or_the_reference_map() {
     c.apply(list);
     assert_eq!(c.raw_sql, [("now()".to_string(), "now()".to_string())]);
 }
+
+/// `apijet serve --help` says every setting has a variable `APIJET_` + its key in capitals,
+/// except `raw_sql` and `procedures` (structured values: only in the file).
+#[test]
+fn every_setting_but_the_structured_ones_has_its_variable() {
+    let example = include_str!("../../apijet.example.toml");
+    let source = include_str!("mod.rs");
+    let keys: Vec<&str> = example
+        .lines()
+        .filter_map(|line| {
+            let line = line.strip_prefix("# ").unwrap_or(line);
+            let (key, _) = line.split_once(" = ")?;
+            key.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_')
+                .then_some(key)
+        })
+        .collect();
+    assert!(
+        keys.contains(&"db") && keys.contains(&"live_concurrency"),
+        "{keys:?}"
+    );
+    let missing: Vec<String> = keys
+        .into_iter()
+        .filter(|key| !matches!(*key, "raw_sql" | "procedures"))
+        .map(|key| format!("APIJET_{}", key.to_ascii_uppercase()))
+        .filter(|var| !source.contains(&format!("\"{var}\"")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "settings without their variable: {missing:?}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The accept loop: a cap on open connections, header and idle timeouts per connection, and a
-//! graceful stop on SIGTERM or SIGINT.
+//! graceful stop when the stop future resolves (see [`super::drain`]: while the server drains,
+//! every HTTP/1 answer closes its connection).
 //!
 //! hyper's own header timeout also runs while a keep-alive connection waits for its next
 //! request, so one setting would serve both; here each connection has a small clock instead.
@@ -15,6 +16,7 @@
 //! proxy says about it (`crate::client`), from the PROXY header that starts the connection or
 //! from the request's forwarding headers.
 
+use super::drain::Drain;
 use super::proxy_protocol::Start;
 use crate::client::{ClientKey, TrustedProxies};
 use crate::metrics::Metrics;
@@ -328,6 +330,7 @@ pub async fn run<A, B>(
     app: A,
     limits: Limits,
     metrics: Arc<Metrics>,
+    drain: Arc<Drain>,
     stop: impl Future<Output = ()>,
 ) where
     A: tower::Service<
@@ -382,6 +385,7 @@ pub async fn run<A, B>(
             peer: peer.ip(),
             limits: limits.clone(),
             metrics: Arc::clone(&metrics),
+            drain: Arc::clone(&drain),
         };
         let (app, builder) = (app.clone(), Arc::clone(&builder));
         let watcher = graceful.watcher();
@@ -409,6 +413,7 @@ struct Connection {
     peer: IpAddr,
     limits: Limits,
     metrics: Arc<Metrics>,
+    drain: Arc<Drain>,
 }
 
 impl Connection {
@@ -459,10 +464,14 @@ impl Connection {
         });
         let service_clock = Arc::clone(&clock);
         let trusted = Arc::clone(&limits.trusted_proxies);
+        let drain = Arc::clone(&self.drain);
         let service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 service_clock.request_started();
                 let client = ClientKey::of(trusted.client_address(address, req.headers()));
+                // A draining server sends keep-alive clients to a new connection, which the
+                // balancer no longer brings here (HTTP/2 has no such header).
+                let closing = drain.is_draining() && req.version() <= hyper::Version::HTTP_11;
                 let clock = Arc::clone(&service_clock);
                 let call = tower::ServiceExt::oneshot(app.clone(), req.map(Body::new));
                 let call = CLIENT.scope(client, call);
@@ -471,10 +480,16 @@ impl Connection {
                     watch = watch.with_client(Arc::clone(probe));
                 }
                 async move {
-                    let response = match apijet_exec::cancel::watched(watch, call).await {
+                    let mut response = match apijet_exec::cancel::watched(watch, call).await {
                         Ok(r) => r,
                         Err(never) => match never {},
                     };
+                    if closing {
+                        response.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            hyper::header::HeaderValue::from_static("close"),
+                        );
+                    }
                     Ok::<_, std::convert::Infallible>(response.map(|body| {
                         Body::new(Tracked {
                             body: Body::new(body),
@@ -548,28 +563,4 @@ async fn refuse(mut tcp: TcpStream) {
         tcp.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -8,6 +8,7 @@ mod accounts;
 mod calls;
 mod compress;
 mod cors;
+mod drain;
 mod middleware;
 mod ops;
 mod proxy_protocol;
@@ -17,3 +18,6 @@ mod serve;
 mod subscribe;
 
 pub use serve::serve;
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,9 @@
 //! The operator's routes: `/reload`, `/health`, `/ready`, `/metrics` (behind its token) and
 //! `/openapi.json` (as the `openapi` setting says).
 
+use super::drain::Drain;
 use super::middleware;
-use super::reply::json_response;
+use super::reply::{failure_response, json_response};
 use crate::accounts::session::not_logged_in;
 use crate::app::AppState;
 use crate::config::{Config, OpenApiExposure};
@@ -20,30 +21,61 @@ type Shared = Arc<AppState>;
 /// `POST /reload`: the admins of the configuration re-read the schema and the configuration
 /// tables.
 pub async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
-    let answer = match s.sessions.visitor(&headers) {
-        None => s.pipeline.failure(&not_logged_in()),
-        Some(v) if !s.admins.contains(&v.id) => {
-            s.pipeline.failure(&ApiError::Plan(PlanError::Forbidden(
-                "reload is only allowed to the admins listed in the configuration".into(),
-            )))
-        }
+    let refusal = match s.sessions.visitor(&headers) {
+        None => not_logged_in(),
+        Some(v) if !s.admins.contains(&v.id) => ApiError::Plan(PlanError::Forbidden(
+            "reload is only allowed to the admins listed in the configuration".into(),
+        )),
         Some(_) => match s.reload().await {
-            Ok(()) => apijet_response::success(serde_json::Map::new(), false),
-            Err(e) => s
-                .pipeline
-                .failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
+            Ok(()) => {
+                return json_response(&apijet_response::success(serde_json::Map::new(), false))
+            }
+            Err(e) => ApiError::Internal(format!("reload failed: {e}")),
         },
     };
-    json_response(&answer)
+    failure_response(&s, &refusal)
 }
 
-/// `GET /health`: the process answers.
-pub async fn health() -> Response {
-    json_response(&apijet_response::success(serde_json::Map::new(), false))
+/// The answer of `/health` and `/ready` while the server drains: a balancer that checks either
+/// stops sending it requests.
+fn draining() -> Response {
+    middleware::refusal(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "draining: the server is stopping (SIGTERM) and still answers for drain_ms; send new \
+         requests to another instance",
+    )
 }
 
-/// `GET /ready`: the snapshot is loaded and the database answers a trivial query (503 when not).
-pub async fn ready(State(s): State<Shared>) -> Response {
+/// `GET /health`: the process answers, and is not draining (503 when it is).
+pub fn health_route(drain: &Arc<Drain>) -> axum::routing::MethodRouter<Shared> {
+    let drain = Arc::clone(drain);
+    get(move || {
+        let draining = drain.is_draining();
+        async move {
+            if draining {
+                return self::draining();
+            }
+            json_response(&apijet_response::success(serde_json::Map::new(), false))
+        }
+    })
+}
+
+/// `GET /ready`: not draining, the snapshot is loaded and the database answers a trivial query
+/// (503 when not).
+pub fn ready_route(drain: &Arc<Drain>) -> axum::routing::MethodRouter<Shared> {
+    let drain = Arc::clone(drain);
+    get(move |state: State<Shared>| {
+        let draining = drain.is_draining();
+        async move {
+            if draining {
+                return self::draining();
+            }
+            ready(state).await
+        }
+    })
+}
+
+async fn ready(State(s): State<Shared>) -> Response {
     let probe = apijet_sql::Statement {
         sql: "SELECT 1".into(),
         binds: Vec::new(),

@@ -1,14 +1,15 @@
 //! The routes: every path the server answers, and the handler of each.
 
+use super::drain::Drain;
 use super::{accounts, calls, ops};
 use crate::app::AppState;
 use crate::config::Config;
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use std::sync::Arc;
 
 /// The routes over a started state, without middleware (see [`super::serve`]).
-pub fn routes(state: Arc<AppState>, cfg: &Config) -> Router {
+pub fn routes(state: Arc<AppState>, cfg: &Config, drain: &Arc<Drain>) -> Router {
     let mut app = Router::new()
         .route("/login", post(accounts::login))
         .route("/logout", post(accounts::logout))
@@ -20,8 +21,8 @@ pub fn routes(state: Arc<AppState>, cfg: &Config) -> Router {
         .route("/put/password", post(accounts::put_password))
         .route("/put/balance", post(accounts::put_balance))
         .route("/router/{method}/{tag}", post(calls::router_call))
-        .route("/health", get(ops::health))
-        .route("/ready", get(ops::ready))
+        .route("/health", ops::health_route(drain))
+        .route("/ready", ops::ready_route(drain))
         .route("/metrics", ops::metrics_route(cfg))
         .route("/openapi.json", ops::openapi_route(cfg))
         .route("/{method}", post(calls::call))
@@ -35,5 +36,6 @@ pub fn routes(state: Arc<AppState>, cfg: &Config) -> Router {
     if cfg.live {
         app = super::subscribe::routes(app);
     }
+    app = crate::mcp::http::routes(app, &state, cfg);
     app.with_state(state)
 }

@@ -3,6 +3,7 @@
 
 use super::compress::CompressWhenAsked;
 use super::cors::CorsWhenAsked;
+use super::drain::Drain;
 use super::middleware::{self, Edge};
 use super::ops::metrics_get;
 use super::routes::routes;
@@ -16,7 +17,8 @@ use std::time::Duration;
 
 type Shared = Arc<AppState>;
 
-/// Starts the server and runs until SIGTERM or SIGINT, then finishes the requests in flight.
+/// Starts the server and runs until SIGTERM (after draining, see [`super::drain`]) or SIGINT,
+/// then finishes the requests in flight.
 pub async fn serve(cfg: Config) -> Result<(), String> {
     // The port first: when it is taken, fail before any database is touched.
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
@@ -42,11 +44,12 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         "apijet listening on http://{addr}, serving {engine} database {}",
         redact(&cfg.db)
     );
+    let drain = Arc::new(Drain::new(Duration::from_millis(cfg.drain_ms)));
     let limits = super::accept::Limits {
         header: Duration::from_millis(cfg.header_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
-        probe_clients: state.pipeline.backend.engine() == apijet_core::Engine::Sqlite,
+        probe_clients: state.pipeline.backend.capabilities().in_process,
         trusted_proxies: Arc::new(crate::client::TrustedProxies::parse(&cfg.trusted_proxies)?),
     };
     let edge = Arc::new(Edge {
@@ -64,7 +67,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
             middleware::around,
         ))
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
-        .service(routes(Arc::clone(&state), &cfg));
+        .service(routes(Arc::clone(&state), &cfg, &drain));
     // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
     // compressed chunk by chunk, so memory stays flat.
     let compressed = CompressWhenAsked::new(inner);
@@ -77,10 +80,11 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         app,
         limits,
         Arc::clone(&state.pipeline.metrics),
+        Arc::clone(&drain),
         async {
-            super::accept::stop_signal().await;
-            // Live streams never end by themselves: they end now, so that the requests in
-            // flight can finish.
+            drain.stop_requested().await;
+            // Live streams never end by themselves: they end now (their clients reconnect,
+            // through the balancer, elsewhere), so that the requests in flight can finish.
             state.live.shutdown();
         },
     )

@@ -8,7 +8,8 @@
 //!   `event: patch` (a JSON Patch against it); any other as a whole answer.
 //! - A comment line every `live_heartbeat_ms` keeps proxies from closing an idle stream.
 //! - `event: expired` ends the stream when the login it was opened with expires;
-//!   `event: end` when the server stops.
+//!   `event: reconnect` when the server stops, after `retry:` (how long an EventSource waits
+//!   before it reconnects, with `Last-Event-ID`, through the balancer to another instance).
 
 use super::answer::LiveAnswer;
 use super::registry::Subscription;
@@ -67,6 +68,10 @@ pub fn event(id: Option<&str>, kind: Option<&str>, data: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// Sent before `event: reconnect`: an EventSource reconnects this many milliseconds after the
+/// stream ends (its default is a few seconds).
+const RECONNECT_AFTER: &[u8] = b"retry: 500\n";
+
 /// An envelope that ends a stream.
 fn closing(kind: &str, code: u16, msg: &str) -> Bytes {
     let v = json!({"ok": false, "code": code, "msg": msg, "time": apijet_response::now_ms()});
@@ -114,7 +119,14 @@ impl State {
                 biased;
                 _ = self.s.stop.wait_for(|s| *s) => {
                     self.done = true;
-                    return Some(closing("end", 503, "the server is stopping: subscribe again"));
+                    let mut chunk = RECONNECT_AFTER.to_vec();
+                    chunk.extend_from_slice(&closing(
+                        "reconnect",
+                        503,
+                        "the server is stopping: reconnect (with Last-Event-ID) and another \
+                         instance goes on",
+                    ));
+                    return Some(Bytes::from(chunk));
                 }
                 () = tokio::time::sleep_until(self.expires.unwrap_or(far)) => {
                     self.done = true;

@@ -4,8 +4,9 @@
 use super::snapshot::load_snapshot;
 use super::Pipeline;
 use crate::config::Config;
+use crate::ledger::{Budgets, Ledger};
 use crate::metrics::Metrics;
-use apijet_core::Engine;
+use apijet_core::Capabilities;
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::{QueueConfig, WriteQueue};
 use apijet_exec::{Backend, DbRole, DbUrl};
@@ -63,18 +64,24 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
                 },
             )
         }),
-        options: plan_options(cfg, backend.engine()),
+        options: plan_options(cfg, backend.capabilities()),
         backend,
         snapshot: ArcSwap::from_pointee(snapshot),
         ids,
         max_batch: cfg.max_batch,
         metrics,
         changes: Default::default(),
+        ledger: Ledger::new(Budgets {
+            anonymous_reads_per_address: cfg.anonymous_reads_per_address,
+            logins_per_client: cfg.logins_per_client,
+            work_per_instance: cfg.work_per_instance,
+            anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+        }),
     })
 }
 
 /// The limits and switches of planning, as the configuration sets them for `engine`.
-fn plan_options(cfg: &Config, engine: Engine) -> PlanOptions {
+fn plan_options(cfg: &Config, engine: Capabilities) -> PlanOptions {
     PlanOptions {
         debug: cfg.debug,
         max_count: cfg.max_count,
@@ -96,7 +103,6 @@ fn plan_options(cfg: &Config, engine: Engine) -> PlanOptions {
         raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
         procedures: Arc::new(cfg.procedures.clone()),
         served: served_names(engine, &cfg.db),
-        sort_unordered_groups: engine != Engine::MySql,
         plan_cache: apijet_plan::read::CacheBudget {
             bytes: cfg.plan_cache_bytes,
             key_bytes: cfg.plan_cache_key_bytes,
@@ -111,7 +117,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
     let mut replicas = Vec::new();
     for u in &cfg.read_replicas {
         let url = DbUrl::parse(u).map_err(|e| e.to_string())?;
-        if url.engine() != primary.engine() || url.engine() == Engine::Sqlite {
+        if url.engine() != primary.engine() || url.capabilities().in_process {
             return Err(format!(
                 "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
             ));
@@ -134,23 +140,28 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
 
 /// The names `@database` and `@schema` may give: the engine as the reference names it, and the
 /// database (MariaDB) or schema (PostgreSQL) the URL connects to.
-fn served_names(engine: Engine, url: &str) -> Served {
+fn served_names(engine: Capabilities, url: &str) -> Served {
     let db = url
         .split('?')
         .next()
         .and_then(|u| u.split_once("://").map(|(_, rest)| rest))
         .and_then(|rest| rest.split_once('/').map(|(_, db)| db.to_string()))
         .filter(|db| !db.is_empty() && !db.contains('/'));
-    let (databases, mut schemas): (&[&str], Vec<String>) = match engine {
-        Engine::Sqlite => (&["SQLITE"], vec!["main".into()]),
-        Engine::Postgres => (&["POSTGRESQL"], vec!["public".into()]),
-        Engine::MySql => (&["MYSQL", "MARIADB"], Vec::new()),
-    };
-    if engine != Engine::Sqlite {
+    let mut schemas: Vec<String> = engine
+        .default_schemas
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // An embedded file's URL names a path, not a database.
+    if !engine.in_process {
         schemas.extend(db);
     }
     Served {
-        databases: databases.iter().map(|d| d.to_string()).collect(),
+        databases: engine
+            .database_names
+            .iter()
+            .map(|d| d.to_string())
+            .collect(),
         schemas,
     }
 }

@@ -20,8 +20,9 @@
 use crate::support::browser::Browser;
 use crate::support::{claim, load_demo_db, shared, skip, with_database, Engine, Server};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Cases that may be red for reasons outside the server, by `Document.id`, with the reason;
@@ -123,38 +124,39 @@ fn copy_comments(database: &str) {
     execute(Engine::Postgres, database, &sql);
 }
 
-/// The unpacked snapshot (`APIAuto-<commit>/index.html` under a temp dir).
+/// The unpacked snapshot (`APIAuto-<commit>/index.html`), once per process for the tests of
+/// both engines, in the process's folder (`support::scratch_dir`, removed when the process ends).
 fn unpack_apiauto() -> Option<PathBuf> {
-    let dir = shared::dir().join("apiauto");
-    let tarball = std::fs::read_dir(&dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("APIAuto-") && n.ends_with(".tar.gz"))
-        })?;
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "apiauto-web-{}-{}",
-        std::process::id(),
-        tarball.display().to_string().len()
-    ));
-    let _ = std::fs::remove_dir_all(&target);
-    std::fs::create_dir_all(&target).ok()?;
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&target)
-        .status()
-        .ok()?;
-    assert!(status.success(), "tar -xzf {}", tarball.display());
-    std::fs::read_dir(&target)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.join("index.html").is_file())
+    static WEB_ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    WEB_ROOT
+        .get_or_init(|| {
+            let dir = shared::dir().join("apiauto");
+            let tarball = std::fs::read_dir(&dir)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("APIAuto-") && n.ends_with(".tar.gz"))
+                })?;
+            let target = crate::support::scratch_dir().join("apiauto-web");
+            std::fs::create_dir_all(&target).ok()?;
+            let status = Command::new("tar")
+                .arg("-xzf")
+                .arg(&tarball)
+                .arg("-C")
+                .arg(&target)
+                .status()
+                .ok()?;
+            assert!(status.success(), "tar -xzf {}", tarball.display());
+            std::fs::read_dir(&target)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("index.html").is_file())
+        })
+        .clone()
 }
 
 /// APIAuto's popups (`App.showAlert(true)` after `App.alertMsg` is set) since the page loaded.

@@ -337,11 +337,33 @@ fn logins_take_a_bare_token_and_a_schema_they_cannot_read_on_every_engine() {
 /// APIAuto's own tables on the APIJSON demo database: its random config upload resolves the
 /// id written earlier in the same request (`"randomId@":"/Random/id"` of the demo's
 /// `POST Random` structure), and its project selector reads a joined table's column through
-/// `@from@`.
+/// `@from@`. The demo's case "JOIN ON 字段、条件、分组、聚合、排序等" answers what the reference
+/// 8.2.0 answers: the ON object's `@group`, `@having` and `@order` apply to the joined
+/// statement, and the joined object's `count(1)` counts the joined rows of each group.
 #[test]
 fn apiauto_writes_and_joined_subqueries_on_the_apijson_demo() {
     for (engine, url) in apijson_demo_databases("aa_demo") {
         let s = Server::start(&url, "debug = true\n");
+        let r = get(
+            &s,
+            json!({"[]": {"count": 3,
+                "join": {"&/User": {"name$": "%a%", "@group": "id", "@having": "(id)%7!=0", "@order": "id+"}},
+                "Comment": {"@column": "userId"},
+                "User": {"id@": "/Comment/userId", "@column": "id;count(1)", "@group": "id",
+                         "@having": "(id)%5>1", "@order": "id-"}}}),
+        );
+        assert_eq!(code(&r), 200, "{engine:?}: {r}");
+        let counts: Vec<i64> = r["[]"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["User"]["count(1)"].as_i64())
+            .collect();
+        assert_eq!(
+            counts,
+            [15, 30, 2],
+            "{engine:?}: the reference's answer: {r}"
+        );
         let mut c = crate::support::ada(&s);
         let r = post(
             &mut c,

@@ -358,3 +358,18 @@ fn gets_go_to_the_replica_and_everything_else_to_the_primary() {
         assert!(err.contains("read replica"), "{engine}: {err}");
     }
 }
+
+#[test]
+fn a_host_list_option_the_driver_does_not_know_is_refused_naming_it() {
+    // libpq's target_session_attrs=primary is not tokio-postgres' (any, read-write, read-only):
+    // the start fails, before any connection, saying which option and value.
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=primary",
+        dead_port(),
+        dead_port()
+    );
+    let err = Server::try_start(&url, CONFIG)
+        .err()
+        .expect("an unknown target_session_attrs is refused");
+    assert!(err.contains("target_session_attrs"), "{err}");
+}

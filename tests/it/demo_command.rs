@@ -2,7 +2,7 @@
 //! tables that hold rows and changes nothing, unless `--force` is given; tables that are not
 //! the demo's are never touched. On SQLite, PostgreSQL and MariaDB.
 
-use crate::support::{apijet_bin, claim, demo_dir, skip, with_database, Engine};
+use crate::support::{apijet_bin, claim, scratch_dir, skip, with_database, Engine};
 use std::process::{Command, Output};
 
 /// Runs a counting query on one database and answers the count as text.
@@ -23,7 +23,7 @@ fn occupied_databases() -> Vec<(&'static str, String, Count)> {
     // The SQLite file `demo_command.db` and the databases `apijet_it_demo_command`.
     claim("apijet_it_demo_command");
 
-    let path = demo_dir().join("demo_command.db");
+    let path = scratch_dir().join("demo_command.db");
     let _ = std::fs::remove_file(&path);
     let db = rusqlite::Connection::open(&path).expect("sqlite file");
     for s in own {
@@ -129,7 +129,7 @@ fn demo_refuses_a_database_whose_apijson_tables_hold_rows_unless_forced() {
 
 #[test]
 fn demo_loads_a_database_without_apijson_rows() {
-    let dir = demo_dir();
+    let dir = scratch_dir();
     let path = dir.join("demo_command_empty.db");
     let _ = std::fs::remove_file(&path);
     let db = rusqlite::Connection::open(&path).expect("sqlite file");

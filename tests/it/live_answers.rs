@@ -396,8 +396,8 @@ fn sigterm_ends_every_stream_and_the_server_stops() {
     }
     s.signal("TERM");
     for e in &mut streams {
-        let end = e.next(WAIT).expect("an end event");
-        assert_eq!(end.kind, "end", "{end:?}");
+        let end = e.next(WAIT).expect("a reconnect event");
+        assert_eq!(end.kind, "reconnect", "{end:?}");
         assert!(e.ended(WAIT));
     }
     // Long before the 30 s the server grants requests in flight.

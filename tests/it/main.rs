@@ -41,12 +41,15 @@ mod refusal_messages;
 mod request_cost;
 
 // Operations and the surfaces around the API.
-mod bench_smoke;
 mod cluster;
+mod command_help;
 mod demo_command;
 mod exposure;
+mod mcp;
 mod openapi;
 mod ops;
+mod readme;
+mod schema_lookup;
 
 // The source tree.
 mod layout;

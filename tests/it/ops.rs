@@ -12,7 +12,8 @@ use std::time::Duration;
 #[test]
 fn sigterm_finishes_the_request_in_flight_and_exits_0() {
     for signal in ["TERM", "INT"] {
-        let mut server = Server::fresh_sqlite("");
+        // No drain: SIGTERM stops accepting at once, as SIGINT does (draining is below).
+        let mut server = Server::fresh_sqlite("drain_ms = 0\n");
         let mut s = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
         let body = br#"{"User":{"id":82001}}"#;
         write!(
@@ -52,9 +53,123 @@ fn sigterm_finishes_the_request_in_flight_and_exits_0() {
     }
 }
 
+/// Opens `POST /subscribe` on a connection of its own and reads up to its first event.
+fn open_stream(port: u16, request: &str) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        s,
+        "POST /subscribe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{request}",
+        request.len()
+    )
+    .expect("write");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let first = read_until(&mut s, "\n\n", Duration::from_secs(10));
+    assert!(first.contains("text/event-stream"), "{first}");
+    s
+}
+
+/// Reads from `s` until what was read holds `needle` (or `limit` passed): the text read.
+fn read_until(s: &mut TcpStream, needle: &str, limit: Duration) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    while std::time::Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        let text = String::from_utf8_lossy(&got);
+        // The head ends the first "\r\n\r\n"; events end with "\n\n" after it.
+        if text
+            .split_once("\r\n\r\n")
+            .is_some_and(|(_, body)| body.contains(needle))
+        {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn sigterm_drains_first_with_health_failing_then_streams_reconnect_and_it_exits() {
+    let mut server = Server::fresh_sqlite("drain_ms = 2500\nlive_poll_ms = 0\n");
+    let mut stream = open_stream(server.port, r#"{"User":{"id":82001,"@column":"id"}}"#);
+    let mut c = server.client();
+    assert_eq!(c.get("/health").expect("health").status, 200);
+    let signalled = std::time::Instant::now();
+    server.signal("TERM");
+    // /health and /ready fail at once, so a balancer stops sending requests here...
+    let deadline = signalled + Duration::from_secs(2);
+    let health = loop {
+        let h = server
+            .client()
+            .get("/health")
+            .expect("health while draining");
+        if h.status != 200 || std::time::Instant::now() > deadline {
+            break h;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(health.status, 503, "{}", health.text);
+    assert!(health.text.contains("draining"), "{}", health.text);
+    assert_eq!(server.client().get("/ready").expect("ready").status, 503);
+    // ...while whatever still comes is answered, on a connection the answer closes.
+    let answer = server
+        .client()
+        .post("/get", r#"{"User":{"id":82001}}"#)
+        .expect("a request while draining");
+    assert_eq!(answer.json().expect("json")["User"]["name"], "Ada");
+    assert_eq!(answer.header("connection"), Some("close"), "{answer:?}");
+    // The stream lives through the drain, then is told to reconnect (with a retry delay).
+    let rest = read_until(&mut stream, "event: reconnect", Duration::from_secs(15));
+    let ended = signalled.elapsed();
+    assert!(rest.contains("retry: "), "{rest}");
+    assert!(rest.contains("event: reconnect"), "{rest}");
+    assert!(rest.contains(r#""code":503"#), "{rest}");
+    assert!(
+        ended >= Duration::from_millis(2400),
+        "the stream ended {ended:?} after SIGTERM, before the drain was over"
+    );
+    let status = server
+        .wait_exit(Duration::from_secs(15))
+        .expect("the server stops after the drain");
+    assert_eq!(status.code(), Some(0), "{}", server.output_tail(2000));
+}
+
+#[test]
+fn sigint_or_a_second_signal_stops_without_the_drain() {
+    for signals in [&["INT"][..], &["TERM", "INT"], &["TERM", "TERM"]] {
+        let mut server = Server::fresh_sqlite("drain_ms = 600000\n");
+        let started = std::time::Instant::now();
+        for (i, signal) in signals.iter().enumerate() {
+            if i > 0 {
+                // The first signal has begun the drain.
+                let deadline = std::time::Instant::now() + Duration::from_secs(5);
+                while server.client().get("/health").map(|h| h.status) == Ok(200) {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{signals:?}: no drain"
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            server.signal(signal);
+        }
+        let status = server
+            .wait_exit(Duration::from_secs(15))
+            .unwrap_or_else(|| panic!("{signals:?}: still running, draining for 10 minutes"));
+        assert_eq!(status.code(), Some(0), "{signals:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{signals:?}");
+    }
+}
+
 #[test]
 fn sigterm_lets_a_queued_insert_in_flight_commit() {
-    let mut server = Server::fresh_sqlite("write_queue = true\n");
+    let mut server = Server::fresh_sqlite("write_queue = true\ndrain_ms = 0\n");
     let token = server
         .client()
         .login("13000082001", "123456")

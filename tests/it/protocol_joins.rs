@@ -140,6 +140,76 @@ fn joins_in_subqueries_and_on_objects_are_honoured() {
     }
 }
 
+/// A joined object's answer is its part of the joined row, grouped with the joined statement:
+/// its `count(1)` counts the joined rows of its group, never its own rows read again for each
+/// item (which answered 1). The ON object's `@group`, `@having` and `@order` replace the joined
+/// object's own; its conditions join the ON clause. The expectation is computed from plain
+/// single-table reads.
+#[test]
+fn a_grouped_joins_objects_answer_from_the_joined_rows() {
+    for (engine, url) in demo_databases("pj_grouped") {
+        let s = Server::start(&url, CONFIG);
+        let named: Vec<i64> = get(
+            &s,
+            json!({"User[]": {"count": 100, "User": {"name$": "%a%", "@column": "id", "@order": "id+"}}}),
+        )["User[]"]
+            .as_array()
+            .expect("users")
+            .iter()
+            .filter_map(|u| u["id"].as_i64())
+            .filter(|id| id % 7 != 0)
+            .collect();
+        let per_user = get(
+            &s,
+            json!({"Comment[]": {"count": 100, "Comment": {"@column": "userId;count(1):n", "@group": "userId"}}}),
+        );
+        let count_of = |id: i64| {
+            per_user["Comment[]"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["userId"] == id)
+                .and_then(|c| c["n"].as_i64())
+        };
+        let expected: Vec<(i64, i64)> = named
+            .iter()
+            .filter_map(|&id| Some((id, count_of(id)?)))
+            .take(3)
+            .collect();
+        assert_eq!(
+            expected.len(),
+            3,
+            "{engine}: the demo has such users: {per_user}"
+        );
+        assert!(
+            expected.iter().any(|(_, n)| *n > 1),
+            "{engine}: some user has several comments: {expected:?}"
+        );
+        let r = get(
+            &s,
+            json!({"[]": {"count": 3,
+                "join": {"&/User": {"name$": "%a%", "@group": "id", "@having": "(id)%7!=0", "@order": "id+"}},
+                "Comment": {"@column": "userId"},
+                "User": {"id@": "/Comment/userId", "@column": "id;count(1)", "@group": "id",
+                         "@having": "(id)%5>1", "@order": "id-"}}}),
+        );
+        assert_eq!(code(&r), 200, "{engine}: {r}");
+        let got: Vec<(i64, i64)> = r["[]"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| {
+                assert_eq!(i["Comment"]["userId"], i["User"]["id"], "{engine}: {i}");
+                (
+                    i["User"]["id"].as_i64().unwrap_or_default(),
+                    i["User"]["count(1)"].as_i64().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(got, expected, "{engine}: {r}");
+    }
+}
+
 #[test]
 fn app_join_into_a_sub_array_and_untyped_joins() {
     for (engine, url) in demo_databases("pj_app") {

@@ -1,4 +1,4 @@
-//! The subscribers of the live scenario, as a process of their own (`apijet bench
+//! The subscribers of the live scenario, as a process of their own (`apijet-bench
 //! --live-client`): one HTTP/1.1 connection per subscription, as a browser's `EventSource`
 //! holds it, each `POST /subscribe` with the nested Moment/User/Comment request for one
 //! moment. A process holds at most as many connections as its file descriptors allow, so the

@@ -1,9 +1,10 @@
-//! The apijet servers under test: the same binary (`apijet serve`) started by the kit's
-//! launcher with a TOML written for the scenario, and the hand-written endpoint beside it.
+//! The apijet servers under test: the server binary (`apijet serve`) started by the kit's
+//! launcher with a TOML written for the scenario, and the hand-written endpoint beside it, a
+//! process of this binary.
 
 use apijet_testkit::server::Launch;
 pub use apijet_testkit::server::Server;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a server may take to answer (a cold start on a loaded machine).
@@ -44,6 +45,31 @@ impl ServerConfig {
     }
 }
 
+/// The server binary to measure: `APIJET_BIN` (which `apijet bench` sets to itself), else the
+/// `apijet` beside this executable (both are built into the same `target/<profile>/`).
+pub fn apijet_beside() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("APIJET_BIN").filter(|b| !b.is_empty()) {
+        return Ok(PathBuf::from(bin));
+    }
+    let exe = this_binary()?;
+    let bin = exe.with_file_name(format!("apijet{}", std::env::consts::EXE_SUFFIX));
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "no apijet binary beside {} (build it: cargo build --release -p apijet), or give \
+             --apijet-bin",
+            exe.display()
+        ))
+    }
+}
+
+/// This executable (`apijet-bench`): the kit's helper processes (the hand-written endpoint,
+/// the live subscribers) are started from it.
+pub fn this_binary() -> Result<PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))
+}
+
 /// Starts `apijet serve` (the binary `apijet`) on `db_url` with `cfg`, its files in `work`, and
 /// waits until it answers.
 pub fn start(
@@ -66,20 +92,18 @@ pub fn start_toml(apijet: &Path, db_url: &str, toml: &str, work: &Path) -> Resul
 }
 
 /// Starts the hand-written endpoint ([`crate::handwritten`]) for `lookup` on `db_url`, a
-/// process of its own started from the same binary, and waits until it answers.
+/// process of its own started from this binary, and waits until it answers.
 pub fn start_handwritten(
-    apijet: &Path,
     db_url: &str,
     lookup: &crate::handwritten::Lookup,
     work: &Path,
 ) -> Result<Server, String> {
     let (spec, db_url) = (lookup.spec(), db_url.to_string());
     Server::launch(Launch {
-        bin: Some(apijet.to_path_buf()),
+        bin: Some(this_binary()?),
         what: "the hand-written endpoint".into(),
         args: Box::new(move |addr, _| {
             vec![
-                "bench".into(),
                 "--serve-handwritten".into(),
                 spec.into(),
                 "--handwritten-db".into(),

@@ -6,6 +6,10 @@
 
 #![deny(missing_docs)]
 
+mod capabilities;
+
+pub use capabilities::Capabilities;
+
 use std::fmt;
 
 /// The APIJSON method, chosen by the URL path (`/get`, `/head`, …).

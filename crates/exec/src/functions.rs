@@ -3,40 +3,16 @@
 //! reference resolves them.
 
 use crate::ExecError;
+use apijet_plan::call::{Arg, Function, Planned};
 use apijet_plan::Visitor;
 use serde_json::{Map, Value as Json};
 
-/// Parses `fn(a,b)` into its name and argument tokens.
-fn parse_call(call: &str) -> Result<(&str, Vec<&str>), ExecError> {
-    let bad = || ExecError::Invalid(format!("'{call}' is not a function call like fn(a,b)"));
-    let open = call.find('(').ok_or_else(bad)?;
-    let inner = call[open + 1..].strip_suffix(')').ok_or_else(bad)?;
-    let name = &call[..open];
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(bad());
+/// The value of an argument in `obj`.
+fn arg(obj: &Map<String, Json>, a: &Arg) -> Json {
+    match a {
+        Arg::Key(k) => obj.get(k).cloned().unwrap_or(Json::Null),
+        Arg::Literal(text, v) => obj.get(text).cloned().unwrap_or_else(|| v.clone()),
     }
-    let args = if inner.trim().is_empty() {
-        Vec::new()
-    } else {
-        inner.split(',').map(str::trim).collect()
-    };
-    Ok((name, args))
-}
-
-fn arg(obj: &Map<String, Json>, token: &str) -> Json {
-    if let Some(v) = obj.get(token) {
-        return v.clone();
-    }
-    if let Ok(i) = token.parse::<i64>() {
-        return Json::from(i);
-    }
-    if let Ok(f) = token.parse::<f64>() {
-        return serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number);
-    }
-    if let Some(s) = token.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
-        return Json::String(s.to_string());
-    }
-    Json::Null
 }
 
 fn num(v: &Json) -> Option<f64> {
@@ -77,36 +53,24 @@ fn function_call(obj: &Map<String, Json>) -> String {
     format!("{}({})", text("name"), text("arguments").trim())
 }
 
-/// Runs `call` against `obj`; `Ok(None)` means the key is left out.
+/// Runs the planned call against `obj`, or raises the error it was planned as; `Ok(None)`
+/// means the key is left out.
 pub fn call(
-    call: &str,
+    planned: &Planned,
     obj: &Map<String, Json>,
     visitor: Option<&Visitor>,
 ) -> Result<Option<Json>, ExecError> {
-    let (name, tokens) = parse_call(call)?;
-    let a: Vec<Json> = tokens.iter().map(|t| arg(obj, t)).collect();
+    let call = planned.as_ref().map_err(|e| ExecError::Plan(e.clone()))?;
+    let a: Vec<Json> = call.args.iter().map(|t| arg(obj, t)).collect();
     let at = |i: usize| a.get(i).cloned().unwrap_or(Json::Null);
-    let arity = |n: usize| {
-        if a.len() == n {
-            Ok(())
-        } else {
-            Err(ExecError::Invalid(format!(
-                "{name} takes {n} argument(s), got {}",
-                a.len()
-            )))
-        }
-    };
-    let out = match name {
-        "isContain" => {
-            arity(2)?;
-            Json::Bool(
-                at(0)
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|x| same(x, &at(1)))),
-            )
-        }
-        "isContainKey" => {
-            arity(2)?;
+    let arg_text = |i: usize| call.args.get(i).map_or("", Arg::text);
+    let out = match call.function {
+        Function::IsContain => Json::Bool(
+            at(0)
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| same(x, &at(1)))),
+        ),
+        Function::IsContainKey => {
             let key = at(1);
             Json::Bool(
                 at(0)
@@ -114,54 +78,36 @@ pub fn call(
                     .is_some_and(|o| key.as_str().is_some_and(|k| o.contains_key(k))),
             )
         }
-        "isContainValue" => {
-            arity(2)?;
-            Json::Bool(
-                at(0)
-                    .as_object()
-                    .is_some_and(|o| o.values().any(|x| same(x, &at(1)))),
-            )
-        }
-        "countArray" => {
-            arity(1)?;
-            Json::from(at(0).as_array().map_or(0, Vec::len))
-        }
-        "countObject" => {
-            arity(1)?;
-            Json::from(at(0).as_object().map_or(0, Map::len))
-        }
-        "isArrayEmpty" => {
-            arity(1)?;
-            Json::Bool(at(0).as_array().is_none_or(Vec::is_empty))
-        }
-        "isObjectEmpty" => {
-            arity(1)?;
-            Json::Bool(at(0).as_object().is_none_or(Map::is_empty))
-        }
-        "getFromArray" => {
-            arity(2)?;
+        Function::IsContainValue => Json::Bool(
+            at(0)
+                .as_object()
+                .is_some_and(|o| o.values().any(|x| same(x, &at(1)))),
+        ),
+        Function::CountArray => Json::from(at(0).as_array().map_or(0, Vec::len)),
+        Function::CountObject => Json::from(at(0).as_object().map_or(0, Map::len)),
+        Function::IsArrayEmpty => Json::Bool(at(0).as_array().is_none_or(Vec::is_empty)),
+        Function::IsObjectEmpty => Json::Bool(at(0).as_object().is_none_or(Map::is_empty)),
+        Function::GetFromArray => {
             let i = num(&at(1)).unwrap_or(-1.0);
             match at(0).as_array() {
                 Some(l) if i >= 0.0 => l.get(i as usize).cloned().unwrap_or(Json::Null),
                 _ => Json::Null,
             }
         }
-        "getFromObject" => {
-            arity(2)?;
+        Function::GetFromObject => {
             let key = at(1);
             at(0)
                 .get(key.as_str().unwrap_or_default())
                 .cloned()
                 .unwrap_or(Json::Null)
         }
-        "plus" | "minus" | "multiply" | "divide" => {
-            arity(2)?;
+        Function::Plus | Function::Minus | Function::Multiply | Function::Divide => {
             let (x, y) = (num(&at(0)), num(&at(1)));
             match (x, y) {
-                (Some(x), Some(y)) => match name {
-                    "plus" => number(x + y),
-                    "minus" => number(x - y),
-                    "multiply" => number(x * y),
+                (Some(x), Some(y)) => match call.function {
+                    Function::Plus => number(x + y),
+                    Function::Minus => number(x - y),
+                    Function::Multiply => number(x * y),
                     _ if y == 0.0 => {
                         return Err(ExecError::Invalid("divide: division by zero".into()))
                     }
@@ -170,20 +116,12 @@ pub fn call(
                 _ => Json::Null,
             }
         }
-        "booleanValue" => {
-            arity(1)?;
+        Function::BooleanValue => {
             Json::Bool(matches!(at(0), Json::Bool(true)) || num(&at(0)).is_some_and(|n| n != 0.0))
         }
-        "intValue" | "longValue" => {
-            arity(1)?;
-            num(&at(0)).map_or(Json::Null, |n| Json::from(n as i64))
-        }
-        "floatValue" | "doubleValue" => {
-            arity(1)?;
-            num(&at(0)).map_or(Json::Null, number)
-        }
-        "getWithDefault" => {
-            arity(2)?;
+        Function::IntValue => num(&at(0)).map_or(Json::Null, |n| Json::from(n as i64)),
+        Function::FloatValue => num(&at(0)).map_or(Json::Null, number),
+        Function::GetWithDefault => {
             if at(0).is_null() {
                 at(1)
             } else {
@@ -191,20 +129,18 @@ pub fn call(
             }
         }
         // Validations the demo's structures inject before writes: they answer nothing or fail.
-        "verifyIdList" => {
-            arity(1)?;
+        Function::VerifyIdList => {
             for (i, id) in at(0).as_array().into_iter().flatten().enumerate() {
                 if id.as_i64().is_none_or(|n| n <= 0) {
                     return Err(ExecError::Invalid(format!(
                         "{}/{i}: {id} is not an id",
-                        tokens[0]
+                        arg_text(0)
                     )));
                 }
             }
             Json::Null
         }
-        "verifyURLList" => {
-            arity(1)?;
+        Function::VerifyUrlList => {
             for (i, url) in at(0).as_array().into_iter().flatten().enumerate() {
                 let ok = url.as_str().is_some_and(|u| {
                     (u.starts_with("http://") || u.starts_with("https://"))
@@ -214,7 +150,7 @@ pub fn call(
                 if !ok {
                     return Err(ExecError::Invalid(format!(
                         "{}/{i}: {url} is not a URL",
-                        tokens[0]
+                        arg_text(0)
                     )));
                 }
             }
@@ -223,8 +159,7 @@ pub fn call(
         // The docs of a `Function` row (APIAuto's data dictionary): its demo request, with a
         // `"result()"` call of the function added when the demo has none, and its detail
         // after the call's signature, as the reference's framework answers them.
-        "getFunctionDemo" => {
-            arity(0)?;
+        Function::GetFunctionDemo => {
             let mut demo = match obj.get("demo") {
                 Some(Json::Object(m)) => m.clone(),
                 Some(Json::String(s)) => match serde_json::from_str(s) {
@@ -240,15 +175,19 @@ pub fn call(
             }
             Json::Object(demo)
         }
-        "getFunctionDetail" => {
-            arity(0)?;
+        Function::GetFunctionDetail => {
             let detail = obj.get("detail").map_or(String::new(), text_of);
             Json::String(format!("{}: {}", function_call(obj), detail.trim()))
         }
-        "getCurrentUserId" => visitor.map_or(Json::Null, |v| Json::from(v.id)),
-        "getCurrentUserIdAsList" => visitor.map_or(Json::Null, |v| Json::from(vec![v.id])),
-        "getCurrentContactIdList" => visitor.map_or(Json::Null, |v| Json::from(v.contacts.clone())),
-        other => return Err(ExecError::FunctionNotAllowed(other.to_string())),
+        Function::GetCurrentUserId => visitor.map_or(Json::Null, |v| Json::from(v.id)),
+        Function::GetCurrentUserIdAsList => visitor.map_or(Json::Null, |v| Json::from(vec![v.id])),
+        Function::GetCurrentContactIdList => {
+            visitor.map_or(Json::Null, |v| Json::from(v.contacts.clone()))
+        }
+        // The demo's functions that write run after a written object only.
+        Function::DeleteCommentOfMoment | Function::DeleteChildComment => {
+            return Err(ExecError::FunctionNotAllowed(call.name.clone()))
+        }
     };
     Ok((!out.is_null()).then_some(out))
 }
@@ -258,12 +197,12 @@ pub fn call(
 pub fn pre_functions<'p>(
     plan: &'p apijet_plan::TablePlan,
     visitor: Option<&Visitor>,
-) -> Result<Vec<(&'p str, Option<Json>)>, ExecError> {
+) -> Result<Vec<(&'p Planned, Option<Json>)>, ExecError> {
     let empty = Map::new();
     let mut out = Vec::new();
     for c in &plan.conds {
         if let apijet_plan::Operand::Function(f) = &c.operand {
-            out.push((f.as_str(), call(f, &empty, visitor)?));
+            out.push((f, call(f, &empty, visitor)?));
         }
     }
     Ok(out)
@@ -272,22 +211,27 @@ pub fn pre_functions<'p>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apijet_plan::call::Call;
     use serde_json::json;
+
+    fn run(text: &str, obj: &Map<String, Json>) -> Result<Option<Json>, ExecError> {
+        call(&Call::read(text), obj, None)
+    }
 
     #[test]
     fn arguments_name_keys_of_the_object() {
         let obj = json!({"praiseUserIdList": [82001, 82002], "userId": 82002});
         let obj = obj.as_object().expect("object");
         assert_eq!(
-            call("isContain(praiseUserIdList,userId)", obj, None).expect("ok"),
+            run("isContain(praiseUserIdList,userId)", obj).expect("ok"),
             Some(json!(true))
         );
         assert_eq!(
-            call("getFromArray(praiseUserIdList,0)", obj, None).expect("ok"),
+            run("getFromArray(praiseUserIdList,0)", obj).expect("ok"),
             Some(json!(82001))
         );
         assert_eq!(
-            call("countArray(praiseUserIdList)", obj, None).expect("ok"),
+            run("countArray(praiseUserIdList)", obj).expect("ok"),
             Some(json!(2))
         );
     }
@@ -298,21 +242,21 @@ mod tests {
             "demo": "{\"array\": [1, 2], \"value\": 2}"});
         let obj = obj.as_object().expect("object");
         assert_eq!(
-            call("getFunctionDemo()", obj, None).expect("ok"),
+            run("getFunctionDemo()", obj).expect("ok"),
             Some(json!({"array": [1, 2], "value": 2, "result()": "isContain(array,value)"}))
         );
         assert_eq!(
-            call("getFunctionDetail()", obj, None).expect("ok"),
+            run("getFunctionDetail()", obj).expect("ok"),
             Some(json!("isContain(array,value): 判断"))
         );
         let given = json!({"name": "f", "demo": {"result()": "f(1)"}});
         let given = given.as_object().expect("object");
         assert_eq!(
-            call("getFunctionDemo()", given, None).expect("ok"),
+            run("getFunctionDemo()", given).expect("ok"),
             Some(json!({"result()": "f(1)"}))
         );
         assert_eq!(
-            call("getFunctionDetail()", given, None).expect("ok"),
+            run("getFunctionDetail()", given).expect("ok"),
             Some(json!("f(): "))
         );
     }
@@ -321,8 +265,8 @@ mod tests {
     fn unknown_functions_are_refused() {
         let obj = Map::new();
         assert!(matches!(
-            call("hack(id)", &obj, None),
-            Err(ExecError::FunctionNotAllowed(_))
+            run("hack(id)", &obj),
+            Err(ExecError::Plan(apijet_plan::PlanError::Forbidden(_)))
         ));
     }
 }

@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::cell::Cell;
 use crate::sink::{CollectSink, ColumnNames, RowSink, SinkError};
 use crate::ExecError;
-use apijet_core::{Engine, Value};
+use apijet_core::Value;
 use apijet_plan::procedure::{ProcArg, ProcedureCall};
 use apijet_sql::{Dialect, Statement};
 use serde_json::{json, Map, Value as Json};
@@ -62,10 +62,11 @@ pub async fn run(
     max_rows: usize,
     max_bytes: usize,
 ) -> Result<Option<Json>, ExecError> {
-    if backend.engine() == Engine::Sqlite {
+    let engine = backend.capabilities();
+    if !engine.procedures {
         return Err(ExecError::Invalid(format!(
-            "{}: SQLite has no stored procedures; call them on PostgreSQL or MariaDB",
-            call.key
+            "{}: {} has no stored procedures; call them on PostgreSQL or MariaDB",
+            call.key, engine.name
         )));
     }
     let stmt = statement(dialect, call, row);

@@ -223,6 +223,9 @@ pub enum Form<'p> {
     Members {
         /// `format`: the keys in their formatted spelling.
         format: bool,
+        /// The members that are counts (the objects of a HEAD), `{"count": n}` each (after
+        /// its `@explain`): the answer puts its envelope's members around each.
+        counts: &'p [String],
     },
 }
 
@@ -244,11 +247,4 @@ pub trait AnswerSink<'p>: RowSink + ItemSink {
     fn started(&self) -> bool {
         false
     }
-}
-
-/// The members the answer puts around a count, where an object of the answer is one (a HEAD
-/// object, a written object): `response` owns them, `exec` asks for them.
-pub trait Envelope: Send + Sync {
-    /// `{"ok": true, "code": 200, "msg": "success", "count": count}`.
-    fn counted(&self, count: u64) -> Map<String, Json>;
 }

@@ -2,7 +2,7 @@
 
 use crate::query::{CmpOp, Expr, Ident, Pred};
 use crate::schema::Table;
-use crate::{Ctx, PlanError};
+use crate::{PlanError, Scope};
 use apijet_core::{Role, Value};
 use serde_json::Value as Json;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 pub(crate) fn check(
     api_name: &str,
     role: Option<&Json>,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
 ) -> Result<(Arc<Table>, Role), PlanError> {
     if ctx.trusted {
         let table = ctx
@@ -76,7 +76,7 @@ pub fn owner_column(table: &Table) -> Option<&str> {
 pub(crate) fn role_filter(
     table: &Table,
     role: Role,
-    ctx: &Ctx<'_>,
+    ctx: &Scope<'_>,
     alias: &Ident,
 ) -> Result<Option<Pred>, PlanError> {
     let Some(visitor) = ctx.visitor else {
@@ -173,7 +173,7 @@ pub struct OwnerReach {
 
 /// The reach of `role` on `table` for the visitor of `ctx`; `None` when every owner id may be
 /// named.
-pub(crate) fn owner_reach(table: &Table, role: Role, ctx: &Ctx<'_>) -> Option<OwnerReach> {
+pub(crate) fn owner_reach(table: &Table, role: Role, ctx: &Scope<'_>) -> Option<OwnerReach> {
     let visitor = ctx.visitor?;
     let owner = owner_column(table)?;
     let mut ids = match role {
@@ -195,7 +195,11 @@ pub(crate) fn owner_reach(table: &Table, role: Role, ctx: &Ctx<'_>) -> Option<Ow
 
 impl OwnerReach {
     /// Refuses the value of condition `c` (as bound) when it names an owner out of reach.
-    pub(crate) fn check(&self, c: &crate::cond::CondSpec, value: &Json) -> Result<(), PlanError> {
+    pub(crate) fn check(
+        &self,
+        c: &crate::condition::CondSpec,
+        value: &Json,
+    ) -> Result<(), PlanError> {
         use apijet_request::{Logic, Op};
         if c.key.column != self.owner || c.key.logic != Logic::Default {
             return Ok(());

@@ -10,7 +10,7 @@
 //! [`TABLE_KEYWORDS`] and [`ROOT_KEYWORDS`] list every key apijet knows with what it does
 //! with it; `tests/it/key_audit.rs` sends each of them and checks the answer is one or the other.
 
-use crate::{Ctx, PlanError, PlanOptions};
+use crate::{PlanError, PlanOptions, Scope};
 use serde_json::Value as Json;
 
 /// What apijet does with a reserved key.
@@ -223,7 +223,7 @@ fn refused(name: &str) -> PlanError {
 
 /// Checks one `@` key of a table object against the audit: a keyword it honours or ignores,
 /// a custom key, or a refusal naming it.
-pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<KeyUse, PlanError> {
+pub fn check_table_keyword(name: &str, value: &Json, ctx: &Scope<'_>) -> Result<KeyUse, PlanError> {
     let Some((_, t)) = TABLE_KEYWORDS.iter().find(|(k, _)| *k == name) else {
         if ROOT_KEYWORDS.iter().any(|(k, _)| *k == name) {
             return Err(PlanError::Invalid(format!(
@@ -236,7 +236,12 @@ pub fn check_table_keyword(name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<Ke
     check_reserved(*t, name, value, ctx).map(|()| KeyUse::Keyword)
 }
 
-fn check_reserved(t: Treatment, name: &str, value: &Json, ctx: &Ctx<'_>) -> Result<(), PlanError> {
+fn check_reserved(
+    t: Treatment,
+    name: &str,
+    value: &Json,
+    ctx: &Scope<'_>,
+) -> Result<(), PlanError> {
     match (t, name) {
         (Treatment::Refused, _) => Err(refused(name)),
         (_, "database" | "schema") => served(name, value, ctx.options),

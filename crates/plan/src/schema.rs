@@ -3,7 +3,7 @@
 //! `exec` fills it by introspecting the catalog and reading the `Access` table; the planner
 //! reads it for every request and never changes it. Identifiers in SQL come only from here.
 
-use apijet_core::{Engine, Method, Role};
+use apijet_core::{Capabilities, Method, Role};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -132,14 +132,15 @@ pub enum CatalogView {
 }
 
 impl CatalogView {
-    /// The view an `Access` row with this alias and name asks for on `engine`: the
-    /// reference's fixed mapping (AbstractSQLConfig.TABLE_KEY_MAP), where the engine has it.
-    pub fn of(alias: &str, name: &str, engine: Engine) -> Option<CatalogView> {
+    /// The view an `Access` row with this alias and name asks for on an engine that can do
+    /// `engine`: the reference's fixed mapping (AbstractSQLConfig.TABLE_KEY_MAP), where the
+    /// engine has it.
+    pub fn of(alias: &str, name: &str, engine: Capabilities) -> Option<CatalogView> {
         let view = match alias {
             "Table" => CatalogView::Tables,
             "Column" => CatalogView::Columns,
-            "PgClass" if engine == Engine::Postgres => CatalogView::PgClass,
-            "PgAttribute" if engine == Engine::Postgres => CatalogView::PgAttribute,
+            "PgClass" if engine.pg_catalog => CatalogView::PgClass,
+            "PgAttribute" if engine.pg_catalog => CatalogView::PgAttribute,
             _ => return None,
         };
         name.eq_ignore_ascii_case(view.table_name()).then_some(view)
@@ -216,11 +217,4 @@ impl SchemaCache {
     pub fn tables(&self) -> impl Iterator<Item = &Arc<Table>> {
         self.tables.values()
     }
-}
-
-/// Start-up facts the planner needs about the engine.
-#[derive(Debug, Clone, Copy)]
-pub struct EngineInfo {
-    /// The engine.
-    pub engine: Engine,
 }

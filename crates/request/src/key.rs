@@ -262,6 +262,13 @@ impl KeyParts<'_> {
                 reference: false,
             });
         }
+        Some(KeyParts::read(raw)).filter(|k| is_name(k.column))
+    }
+
+    /// Reads the suffixes of `raw` from the end, as [`KeyParts::of`] does, and keeps
+    /// whatever is left before them as `column`, a name or not: the keys of rules that name
+    /// another key rather than a column (`VERIFY` `balance+&{}` checks the key `balance+`).
+    pub fn read(raw: &str) -> KeyParts<'_> {
         let mut rest = raw;
         let reference = if let Some(r) = rest.strip_suffix('@') {
             rest = r;
@@ -287,13 +294,13 @@ impl KeyParts<'_> {
         if length.is_some() {
             body = &body[..body.len() - 1];
         }
-        is_name(body).then_some(KeyParts {
+        KeyParts {
             column: body,
             length,
             logic,
             op,
             reference,
-        })
+        }
     }
 
     /// A plain `column: value` key: no operator, logic, length function or reference.
@@ -460,6 +467,38 @@ mod tests {
         }
         for key in ["@role", "Moment[]", "Moment[].page", "a b", ""] {
             assert_eq!(ConditionKey::column_of(key), None, "{key}");
+        }
+    }
+
+    #[test]
+    fn rule_keys_read_their_suffixes_off_any_key() {
+        let r = KeyParts::read("balance+&{}");
+        assert_eq!((r.column, r.logic, r.op), ("balance+", Logic::And, Op::In));
+        let r = KeyParts::read("praiseUserIdList-[{}");
+        assert_eq!(
+            (r.column, r.length, r.op),
+            ("praiseUserIdList-", Some(LengthFn::Text), Op::In)
+        );
+        let r = KeyParts::read("phone~");
+        assert_eq!(
+            (r.column, r.op),
+            (
+                "phone",
+                Op::Regex {
+                    case_insensitive: false
+                }
+            )
+        );
+        // Where what is left is a name, reading is parsing.
+        for key in [
+            "name$",
+            "id!{}",
+            "contactIdList{{}",
+            "id}{@",
+            "name%$",
+            "x*~",
+        ] {
+            assert_eq!(KeyParts::of(key), Some(KeyParts::read(key)), "{key}");
         }
     }
 

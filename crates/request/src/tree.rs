@@ -201,31 +201,10 @@ impl Request {
 }
 
 impl TableObject {
-    /// Classifies the keys of a table object given on its own (e.g. the object form of
-    /// `join`, whose entries are merged into the joined table).
+    /// Classifies the keys of a table object given on its own (e.g. the ON object of `join`'s
+    /// object form, planned on the joined table).
     pub fn from_map(key: TableKey, map: Map<String, Value>) -> Result<TableObject, RequestError> {
         table(key, map, "")
-    }
-
-    /// This object with `extra`'s entries added; `extra`'s keywords replace same-named ones.
-    pub fn merged(&self, extra: &TableObject) -> TableObject {
-        let overridden = |name: &str| {
-            extra
-                .entries
-                .iter()
-                .any(|e| matches!(e, TableEntry::Keyword { name: n, .. } if n == name))
-        };
-        let mut entries: Vec<TableEntry> = self
-            .entries
-            .iter()
-            .filter(|e| !matches!(e, TableEntry::Keyword { name, .. } if overridden(name)))
-            .cloned()
-            .collect();
-        entries.extend(extra.entries.iter().cloned());
-        TableObject {
-            key: self.key.clone(),
-            entries,
-        }
     }
 }
 

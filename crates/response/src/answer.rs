@@ -26,7 +26,7 @@ enum Writer<'p> {
     Object(ObjectSink<'p>),
     List(StreamSink),
     Items(ItemStream),
-    Members(Map<String, Json>, bool),
+    Members(Map<String, Json>, bool, &'p [String]),
 }
 
 /// A written answer.
@@ -91,7 +91,14 @@ impl<'p> AnswerWriter<'p> {
                 sink.finish(time_ms, statements).await?;
                 Finished::Sent { rows }
             }
-            Writer::Members(members, format) => Finished::Json(crate::success(members, format)),
+            Writer::Members(mut members, format, counts) => {
+                for key in counts {
+                    if let Some(Json::Object(obj)) = members.get_mut(key) {
+                        crate::counted(obj);
+                    }
+                }
+                Finished::Json(crate::success(members, format))
+            }
         })
     }
 
@@ -126,12 +133,12 @@ impl<'p> AnswerSink<'p> for AnswerWriter<'p> {
                 self.max_bytes,
             )),
             Form::Items { key } => Writer::Items(ItemStream::new(self.channel(), key)),
-            Form::Members { format } => Writer::Members(Map::new(), format),
+            Form::Members { format, counts } => Writer::Members(Map::new(), format, counts),
         };
     }
 
     fn members(&mut self, results: Map<String, Json>) {
-        if let Writer::Members(members, _) = &mut self.writer {
+        if let Writer::Members(members, ..) = &mut self.writer {
             *members = results;
         }
     }

@@ -9,9 +9,11 @@ mod format;
 pub mod nested;
 pub mod object;
 pub mod stream;
+mod written;
 
 pub use error::{AccountError, ApiError};
 pub use format::format_keys;
+pub use written::{written, written_object};
 
 use serde_json::{json, Map, Value as Json};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -45,17 +47,12 @@ fn succeeded(m: &mut Map<String, Json>) {
 pub(crate) const SUCCEEDED_UNTIL_TIME: &[u8] =
     b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
 
-/// The members of an answer's object that is a count (a HEAD object, a written object).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Envelopes;
-
-impl apijet_exec::sink::Envelope for Envelopes {
-    fn counted(&self, count: u64) -> Map<String, Json> {
-        let mut m = Map::new();
-        succeeded(&mut m);
-        m.insert("count".into(), json!(count));
-        m
-    }
+/// An object of the answer that is a count (a HEAD object, a written object), `{…, "count":
+/// n}`: `"ok": true, "code": 200, "msg": "success"` go before its count.
+fn counted(obj: &mut Map<String, Json>) {
+    let count = obj.shift_remove("count");
+    succeeded(obj);
+    obj.insert("count".into(), count.unwrap_or(json!(0)));
 }
 
 /// An error answer: `ok:false`, the code and the message.

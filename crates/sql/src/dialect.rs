@@ -51,6 +51,11 @@ pub trait Dialect: Send + Sync {
         out.push_str(arg);
     }
 
+    /// What asks the engine for its plan of a statement, before the statement's text.
+    fn explain(&self) -> &'static str {
+        "EXPLAIN "
+    }
+
     /// The function that orders rows randomly.
     fn random(&self) -> &'static str {
         "random()"
@@ -166,6 +171,10 @@ fn push_number(n: usize, out: &mut String) {
 impl Dialect for Sqlite {
     fn engine(&self) -> Engine {
         Engine::Sqlite
+    }
+
+    fn explain(&self) -> &'static str {
+        "EXPLAIN QUERY PLAN "
     }
 
     fn catalog(&self, view: CatalogView, out: &mut String) {

@@ -3,7 +3,8 @@
 use crate::{render, MySql, Postgres, Sqlite};
 use apijet_core::{Method, Role, Value};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
-use apijet_plan::{Ctx, PlanOptions, TablePlan};
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanOptions, Scope, TablePlan};
 use apijet_request::{Node, Request};
 
 fn schema() -> SchemaCache {
@@ -33,16 +34,15 @@ fn table_plan(body: &str) -> Result<TablePlan, apijet_plan::PlanError> {
     let Node::Table(t) = &req.root.members[0].node else {
         panic!("table")
     };
-    let ctx = Ctx {
+    let rules = RequestRules::default();
+    let ctx = Scope::new(Context {
         schema: &schema,
+        rules: &rules,
         options: &options,
         method: Method::Get,
         visitor: None,
-        global_role: None,
-        global_explain: false,
-        subqueries: None,
         trusted: false,
-    };
+    });
     TablePlan::new(t, &ctx)
 }
 

@@ -6,7 +6,8 @@
 
 use apijet_core::{Method, Role};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
-use apijet_plan::{plan_subquery, Ctx, PlanOptions, TablePlan};
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{plan_subquery, Context, PlanOptions, Scope, TablePlan};
 use apijet_request::{Container, Node, Request, TableEntry};
 use apijet_sql::{render, Dialect, MySql, Postgres, Sqlite};
 use proptest::prelude::*;
@@ -317,21 +318,20 @@ fn run(body: &[u8]) {
     let options = PlanOptions::default();
     let dialects: [&dyn Dialect; 3] = [&Sqlite, &Postgres, &MySql { mariadb: true }];
     for method in [Method::Get, Method::Head] {
-        let ctx = Ctx {
+        let rules = RequestRules::default();
+        let ctx = Scope::new(Context {
             schema: &schema,
+            rules: &rules,
             options: &options,
             method,
             visitor: None,
-            global_role: None,
-            global_explain: false,
-            subqueries: None,
             trusted: false,
-        };
+        });
         plan_container(&req.root, &ctx, &dialects);
     }
 }
 
-fn plan_container(c: &Container, ctx: &Ctx<'_>, dialects: &[&dyn Dialect]) {
+fn plan_container(c: &Container, ctx: &Scope<'_>, dialects: &[&dyn Dialect]) {
     for m in &c.members {
         match &m.node {
             Node::Table(t) => {
@@ -355,9 +355,9 @@ fn plan_container(c: &Container, ctx: &Ctx<'_>, dialects: &[&dyn Dialect]) {
                 }
             }
             Node::Array(a) => {
-                let _ = apijet_plan::array::paging(a, &m.key, 100, 100);
+                let _ = apijet_plan::read::paging(a, &m.key, 100, 100);
                 if let Some(j) = &a.join {
-                    let _ = apijet_plan::array::join_specs(j);
+                    let _ = apijet_plan::read::join_specs(j);
                 }
                 plan_container(&a.items, ctx, dialects);
             }

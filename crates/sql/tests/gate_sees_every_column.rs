@@ -14,10 +14,11 @@
 use apijet_core::{Method, Role, Visitor};
 use apijet_plan::gate::{uses, Known, Use};
 use apijet_plan::query::Select;
-use apijet_plan::read::{MemberPlan, ReadInputs, ReadPlan};
+use apijet_plan::read::{MemberPlan, ReadPlan};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
-use apijet_plan::{PlanError, PlanOptions, TablePlan};
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanError, PlanOptions, TablePlan};
 use apijet_request::Request;
 use apijet_sql::{render, Dialect, MySql, Postgres, Sqlite};
 use proptest::prelude::*;
@@ -26,6 +27,12 @@ use serde_json::{json, Map, Value as Json};
 use std::collections::HashSet;
 
 const HIDDEN: [&str; 3] = ["_password", "_payPassword", "_note"];
+
+/// No `Request` structures: these reads are public.
+fn rules() -> &'static RequestRules {
+    static RULES: std::sync::OnceLock<RequestRules> = std::sync::OnceLock::new();
+    RULES.get_or_init(RequestRules::default)
+}
 
 fn schema() -> SchemaCache {
     use ColumnKind::*;
@@ -289,10 +296,7 @@ fn body() -> impl Strategy<Value = Json> {
 
 /// The statement a body's first object (or array item) runs, planned by the read plan and
 /// bound as a read binds it; `Err` when it is refused, `Ok(None)` when it cannot match.
-fn plan(
-    body: &Json,
-    inputs: &ReadInputs<'_>,
-) -> Result<Option<(Select, Vec<TablePlan>)>, PlanError> {
+fn plan(body: &Json, inputs: &Context<'_>) -> Result<Option<(Select, Vec<TablePlan>)>, PlanError> {
     let Json::Object(map) = body else {
         return Ok(None);
     };
@@ -383,7 +387,9 @@ fn check(body: &Json, method: Method, tally: &mut Tally) {
         contacts: vec![82002],
         foreign_schema: None,
     };
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method,

@@ -8,17 +8,25 @@
 
 use apijet_core::{Method, Role, Visitor};
 use apijet_plan::read::{
-    entry_bytes, CacheBudget, Dependencies, MemberPlan, PlanCache, ReadInputs, ReadPlan, ShapeKey,
+    entry_bytes, CacheBudget, Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadPlan,
+    ShapeKey,
 };
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
-use apijet_plan::PlanOptions;
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanOptions};
 use apijet_request::Request;
 use apijet_sql::{render, render_template, Dialect, MySql, Postgres, Sqlite};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
+
+/// No `Request` structures: these reads are public.
+fn rules() -> &'static RequestRules {
+    static RULES: std::sync::OnceLock<RequestRules> = std::sync::OnceLock::new();
+    RULES.get_or_init(RequestRules::default)
+}
 
 fn schema() -> SchemaCache {
     use ColumnKind::*;
@@ -164,7 +172,7 @@ proptest! {
     fn a_plan_depends_on_what_each_of_its_bound_statements_reads(body in dependent_body()) {
         let schema = schema();
         let options = PlanOptions::default();
-        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor: None };
         let (req, values) = request(&body);
         let Ok(plan) = ReadPlan::build(&req, &inputs) else { return Ok(()) };
         let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
@@ -185,7 +193,7 @@ proptest! {
         let options = PlanOptions::default();
         let visitor = Visitor { id: 82001, contacts: vec![82002], foreign_schema: None };
         for visitor in [None, Some(&visitor)] {
-            let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor };
+            let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor };
             let (req, values) = request(&body);
             let Ok(plan) = ReadPlan::build(&req, &inputs) else { continue };
             let [MemberPlan::Object { plan: Ok(object), .. }] = plan.root.members.as_slice() else {
@@ -211,7 +219,7 @@ proptest! {
     fn requests_of_one_shape_share_one_plan(body in body(), other in value()) {
         let schema = schema();
         let options = PlanOptions::default();
-        let inputs = ReadInputs { schema: &schema, options: &options, method: Method::Get, visitor: None };
+        let inputs = Context { rules: rules(), trusted: false, schema: &schema, options: &options, method: Method::Get, visitor: None };
         let cache = PlanCache::default();
         let (req, _) = request(&body);
         let Ok(first) = cache.plan(&req, &inputs) else { return Ok(()) };
@@ -237,7 +245,9 @@ proptest! {
 fn values_that_decide_the_statement_are_decided_per_request() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -273,7 +283,9 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
         contacts: vec![],
         foreign_schema: None,
     };
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -292,10 +304,50 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
 }
 
 #[test]
+fn a_read_for_the_server_is_planned_whole_and_kept_apart_from_the_clients() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let cache = PlanCache::default();
+    for (body, answer_mode) in [
+        (json!({"Moment": {"id": 5}}), Mode::Point),
+        (
+            json!({"Moment[]": {"count": 3, "Moment": {"userId": 5}}}),
+            Mode::List,
+        ),
+    ] {
+        let (req, _) = request(&body);
+        let answer = cache.plan(&req, &inputs).expect("plan");
+        let whole = cache.plan_for(&req, &inputs, Purpose::Whole).expect("plan");
+        assert_eq!(
+            (answer.mode, whole.mode),
+            (answer_mode, Mode::General),
+            "{body}"
+        );
+        assert_ne!(answer.shape(), whole.shape(), "{body}");
+        let again = cache.plan_for(&req, &inputs, Purpose::Whole).expect("plan");
+        assert!(
+            Arc::ptr_eq(&whole, &again),
+            "{body}: the whole plan is kept too"
+        );
+    }
+    assert_eq!(cache.len(), 4);
+}
+
+#[test]
 fn a_plan_names_the_tables_it_reads_and_its_shape() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -323,7 +375,9 @@ fn a_plan_names_the_tables_it_reads_and_its_shape() {
 fn a_plan_knows_what_changes_its_answer_without_a_write() {
     let schema = schema();
     let options = PlanOptions::default();
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,
@@ -361,7 +415,9 @@ fn echoes_and_long_shapes_are_not_kept_and_the_kept_plans_stay_within_their_byte
         },
         ..PlanOptions::default()
     };
-    let inputs = ReadInputs {
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
         schema: &schema,
         options: &options,
         method: Method::Get,

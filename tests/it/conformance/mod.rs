@@ -25,6 +25,12 @@
 //! without `@order`, and an answer of the same shape; those count neither as passed nor as
 //! failed). `scripts/test.sh` repeats these lines in its summary. The test fails when a case
 //! fails that is not listed; listed cases that pass are printed as `NOW PASSING`.
+//!
+//! Spider (`conformance_spider`, ignored in the normal run): the same replay on MariaDB sharded
+//! with Spider, whose demo databases `scripts/cluster/spider-check.sh` loads and shards by `id`
+//! over three data nodes before it runs this test with `APIJET_TEST_SPIDER_URL` (the head node).
+//! Its report says `[spider]`, its known deviations are `spider/REF-ID`, and, as on PostgreSQL,
+//! an answer may be order-dependent: Spider reads the shards one after another.
 
 mod compare;
 mod report;
@@ -57,12 +63,57 @@ const MAX_TRANSPORT_ERRORS: usize = 3;
 
 #[test]
 fn conformance_postgres() {
-    run(Engine::Postgres);
+    run(Target::of(Engine::Postgres));
 }
 
 #[test]
 fn conformance_mysql() {
-    run(Engine::Mariadb);
+    run(Target::of(Engine::Mariadb));
+}
+
+#[test]
+#[ignore = "needs MariaDB sharded with Spider: scripts/cluster/spider-check.sh (part of the \
+            cluster stage of scripts/test.sh) brings it up and runs this test"]
+fn conformance_spider() {
+    let url = std::env::var("APIJET_TEST_SPIDER_URL").unwrap_or_default();
+    assert!(
+        !url.is_empty(),
+        "APIJET_TEST_SPIDER_URL is not set: run scripts/cluster/spider-check.sh, which shards the \
+         demo databases over a Spider cluster and sets it"
+    );
+    run(Target {
+        engine: Engine::Mariadb,
+        name: "spider",
+        url: Some(url),
+        loaded: true,
+        rows_unordered: true,
+    });
+}
+
+/// Where the cases are replayed.
+struct Target {
+    engine: Engine,
+    /// In the report lines and known-failures.txt (`postgres`, `mariadb`, `spider`).
+    name: &'static str,
+    /// The admin URL (none: the engine is not configured here).
+    url: Option<String>,
+    /// The demo databases are there already (loaded and sharded by the caller).
+    loaded: bool,
+    /// Rows come in an order of the engine's choosing where the request leaves it open.
+    rows_unordered: bool,
+}
+
+impl Target {
+    /// One server of `engine`, from the test rig's environment.
+    fn of(engine: Engine) -> Target {
+        Target {
+            engine,
+            name: engine.name(),
+            url: engine.url(),
+            loaded: false,
+            rows_unordered: engine == Engine::Postgres,
+        }
+    }
 }
 
 fn cases_path() -> PathBuf {
@@ -79,13 +130,14 @@ fn known_failures_path() -> PathBuf {
         .join("known-failures.txt")
 }
 
-fn run(engine: Engine) {
+fn run(target: Target) {
+    let engine = target.engine;
     let cases_path = cases_path();
     if !cases_path.exists() {
         crate::support::skip("conformance stage: ../shared/apijson/cases-public.json not found");
         return;
     }
-    let Some(url) = engine.url() else {
+    let Some(url) = target.url.clone() else {
         crate::support::skip(&format!(
             "conformance stage for {}: {} not set",
             engine.name(),
@@ -93,7 +145,7 @@ fn run(engine: Engine) {
         ));
         return;
     };
-    if Engine::Mariadb.client_args().is_none() {
+    if !target.loaded && Engine::Mariadb.client_args().is_none() {
         crate::support::skip(&format!(
             "conformance stage for {}: the demo database is loaded from MariaDB, and {} is not set",
             engine.name(),
@@ -101,13 +153,20 @@ fn run(engine: Engine) {
         ));
         return;
     }
+    let name = target.name;
     // The write stage's copy loads while the read stage runs.
-    let write_db_loaded = thread::spawn(|| demo_db(WRITE_DATABASE));
-    if let Err(why) = demo_db(DATABASE) {
-        panic!(
-            "conformance [{}]: cannot load the demo database: {why}",
-            engine.name()
-        );
+    let loaded = target.loaded;
+    let write_db_loaded = thread::spawn(move || {
+        if loaded {
+            Ok(())
+        } else {
+            demo_db(WRITE_DATABASE)
+        }
+    });
+    if !loaded {
+        if let Err(why) = demo_db(DATABASE) {
+            panic!("conformance [{name}]: cannot load the demo database: {why}");
+        }
     }
 
     let (writes, reads): (Vec<Case>, Vec<Case>) = read_cases(&cases_path)
@@ -115,7 +174,7 @@ fn run(engine: Engine) {
         .filter(|c| is_replayed(c) || writes::is_write_chain(c))
         .partition(writes::is_write_chain);
     let known = KnownFailures::read(&known_failures_path());
-    let unknown = known.unknown_ids(engine, reads.iter().chain(&writes));
+    let unknown = known.unknown_ids(name, reads.iter().chain(&writes));
     let mut text = String::new();
     let mut regressions = Vec::new();
     let mut server_exits = Vec::new();
@@ -125,9 +184,9 @@ fn run(engine: Engine) {
             &crate::support::with_database(&url, DATABASE),
             SERVER_CONFIG,
         );
-        let mut runner = Runner::new(engine, &server.base);
+        let mut runner = Runner::new(&target, &server.base);
         let outcomes: Vec<Outcome> = reads.iter().map(|case| runner.run(case)).collect();
-        let report = Report::build(engine, "conformance", &reads, &outcomes, &known, &unknown);
+        let report = Report::build(name, "conformance", &reads, &outcomes, &known, &unknown);
         text.push_str(&report.text);
         regressions.extend(report.regressions);
         if let Some(status) = server.exit_status() {
@@ -141,8 +200,7 @@ fn run(engine: Engine) {
     match write_db_loaded.join() {
         Ok(Ok(())) => {}
         Ok(Err(why)) => panic!(
-            "conformance writes [{}]: cannot load the demo database {WRITE_DATABASE}: {why}\n{text}",
-            engine.name()
+            "conformance writes [{name}]: cannot load the demo database {WRITE_DATABASE}: {why}\n{text}"
         ),
         Err(_) => panic!("conformance writes: the loader thread panicked"),
     }
@@ -151,16 +209,9 @@ fn run(engine: Engine) {
             &crate::support::with_database(&url, WRITE_DATABASE),
             SERVER_CONFIG,
         );
-        let mut runner = Runner::new(engine, &server.base);
+        let mut runner = Runner::new(&target, &server.base);
         let outcomes = writes::run_chains(&mut runner, &writes);
-        let report = Report::build(
-            engine,
-            "conformance writes",
-            &writes,
-            &outcomes,
-            &known,
-            &[],
-        );
+        let report = Report::build(name, "conformance writes", &writes, &outcomes, &known, &[]);
         text.push_str(&report.text);
         regressions.extend(report.regressions);
         if let Some(status) = server.exit_status() {
@@ -177,15 +228,11 @@ fn run(engine: Engine) {
     print!("{text}");
 
     if !server_exits.is_empty() {
-        panic!(
-            "conformance [{}]: the apijet server exited during the run",
-            engine.name()
-        );
+        panic!("conformance [{name}]: the apijet server exited during the run");
     }
     if !regressions.is_empty() {
         panic!(
-            "conformance [{}]: {} case(s) failed that are not listed in tests/it/conformance/known-failures.txt: {}",
-            engine.name(),
+            "conformance [{name}]: {} case(s) failed that are not listed in tests/it/conformance/known-failures.txt: {}",
             regressions.len(),
             regressions.join(", ")
         );
@@ -283,12 +330,12 @@ fn credentials(login: &str) -> (String, &'static str) {
 enum Outcome {
     Pass,
     Fail(String),
-    /// Differs on PostgreSQL where the request leaves row order to the engine.
+    /// Differs where the request leaves row order to the engine, on an engine that uses it.
     OrderDependent(String),
 }
 
 struct Runner {
-    engine: Engine,
+    rows_unordered: bool,
     base: String,
     /// Logged-in clients by recorded login (a failed login is kept as its error).
     sessions: HashMap<String, Result<Client, String>>,
@@ -296,9 +343,9 @@ struct Runner {
 }
 
 impl Runner {
-    fn new(engine: Engine, base: &str) -> Runner {
+    fn new(target: &Target, base: &str) -> Runner {
         Runner {
-            engine,
+            rows_unordered: target.rows_unordered,
             base: base.to_string(),
             sessions: HashMap::new(),
             transport_errors: 0,
@@ -315,7 +362,7 @@ impl Runner {
             None => Outcome::Pass,
             Some(why) => {
                 let why = describe(&why, &case.response, &got);
-                if self.engine == Engine::Postgres && may_depend_on_row_order(case, &got) {
+                if self.rows_unordered && may_depend_on_row_order(case, &got) {
                     Outcome::OrderDependent(why)
                 } else {
                     Outcome::Fail(why)

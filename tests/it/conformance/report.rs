@@ -6,10 +6,9 @@ use std::fs;
 use std::path::Path;
 
 use super::{Case, Outcome};
-use crate::support::Engine;
 
 /// `tests/it/conformance/known-failures.txt`: `REF-ID reason`, or `ENGINE/REF-ID reason` for one
-/// engine only (`postgres`, `mariadb`); `#` starts a comment line.
+/// engine only (`postgres`, `mariadb`, `spider`); `#` starts a comment line.
 pub(crate) struct KnownFailures {
     entries: HashMap<(Option<String>, String), String>,
 }
@@ -37,30 +36,25 @@ impl KnownFailures {
         KnownFailures { entries }
     }
 
-    /// Why a case is listed for `engine`, if it is.
-    pub(crate) fn reason(&self, engine: Engine, id: &str) -> Option<&str> {
+    /// Why a case is listed for the engine `name`, if it is.
+    pub(crate) fn reason(&self, name: &str, id: &str) -> Option<&str> {
         self.entries
             .get(&(None, id.to_string()))
-            .or_else(|| {
-                self.entries
-                    .get(&(Some(engine.name().to_string()), id.to_string()))
-            })
+            .or_else(|| self.entries.get(&(Some(name.to_string()), id.to_string())))
             .map(String::as_str)
     }
 
-    /// Entries for `engine` that name no replayed case (typos, renamed cases).
+    /// Entries for the engine `name` that name no replayed case (typos, renamed cases).
     pub(crate) fn unknown_ids<'a>(
         &self,
-        engine: Engine,
+        name: &str,
         cases: impl IntoIterator<Item = &'a Case>,
     ) -> Vec<String> {
         let ids: HashSet<&str> = cases.into_iter().map(|c| c.id.as_str()).collect();
         let mut unknown: Vec<String> = self
             .entries
             .keys()
-            .filter(|(e, id)| {
-                e.as_deref().is_none_or(|e| e == engine.name()) && !ids.contains(id.as_str())
-            })
+            .filter(|(e, id)| e.as_deref().is_none_or(|e| e == name) && !ids.contains(id.as_str()))
             .map(|(e, id)| e.as_ref().map_or(id.clone(), |e| format!("{e}/{id}")))
             .collect();
         unknown.sort();
@@ -81,18 +75,17 @@ impl Report {
     /// when some answers differ only in the row order the request leaves to the engine).
     /// `unknown` are the known-failures entries that name no replayed case.
     pub(crate) fn build(
-        engine: Engine,
+        name: &str,
         title: &str,
         cases: &[Case],
         outcomes: &[Outcome],
         known: &KnownFailures,
         unknown: &[String],
     ) -> Report {
-        let name = engine.name();
         let (mut text, mut regressions, mut now_passing) = (String::new(), Vec::new(), Vec::new());
         let (mut passed, mut deviations, mut order_dependent) = (0, 0, 0);
         for (case, outcome) in cases.iter().zip(outcomes) {
-            let reason = known.reason(engine, &case.id);
+            let reason = known.reason(name, &case.id);
             match outcome {
                 Outcome::Pass => {
                     passed += 1;

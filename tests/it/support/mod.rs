@@ -5,66 +5,118 @@
 //! - [`browser::Browser`]: headless Chromium through chromedriver.
 //! - [`static_files`]: a small file server for web clients that are plain files (APIAuto).
 //! - [`events`]: a Server-Sent Events client for `/subscribe`.
+//! - [`readme_blocks`]: the README's shell examples, as `readme::` runs them.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
 pub mod browser;
 pub mod events;
+pub mod readme_blocks;
 pub mod static_files;
 
 pub use apijet_testkit::engine::with_database;
 pub use apijet_testkit::server::apijet_bin;
 pub use apijet_testkit::shared::{self, load_demo_db};
-pub use apijet_testkit::{code, free_port, tail, truncate, Client, Engine, Reply, Server};
+pub use apijet_testkit::{code, free_port, truncate, Client, Engine, Reply, Server};
 
 /// Claims `name` (a database, a file) for the calling test: every test of the binary runs in
 /// one process, two at a time, so a name two tests create and drop would make each break the
 /// other now and then. Panics when another test of this run claimed it already.
 pub fn claim(name: &str) {
+    if let Err(e) = try_claim(name) {
+        panic!("{e}");
+    }
+}
+
+/// [`claim`], with the clash as an error.
+fn try_claim(name: &str) -> Result<(), String> {
     static CLAIMED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let fresh = CLAIMED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .insert(name.to_string());
-    assert!(
-        fresh,
-        "two tests use the name {name:?} (a database or file): give one of them another"
-    );
+    match fresh {
+        true => Ok(()),
+        false => Err(format!(
+            "two tests use the name {name:?} (a database or file): give one of them another"
+        )),
+    }
 }
 
+// A passing run prints no panic: the clash is checked as the error `claim` panics with.
 #[test]
-#[should_panic(expected = "two tests use the name")]
 fn a_name_claimed_twice_fails_the_second_test() {
-    claim("apijet_it_claimed_twice");
-    claim("apijet_it_claimed_twice");
+    assert_eq!(try_claim("apijet_it_claimed_twice"), Ok(()));
+    let clash = try_claim("apijet_it_claimed_twice").expect_err("the second claim fails");
+    assert!(clash.contains("two tests use the name"), "{clash}");
 }
 
-/// Where this test process keeps its SQLite demo files: under cargo's temp dir for integration
-/// tests (`target/tmp`), not `/tmp`. The folders of earlier runs whose process has ended are
-/// removed first, so nothing piles up.
-pub fn demo_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let mine = format!("apijet-demo-it-{}", std::process::id());
-    if let Ok(entries) = fs::read_dir(root) {
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix("apijet-demo-it-") else {
-                continue;
-            };
-            let alive = Path::new("/proc").join(pid).exists();
-            if name != mine && !alive {
-                let _ = fs::remove_dir_all(entry.path());
+/// The prefix of [`scratch_dir`]'s folders.
+const PROCESS_DIR_PREFIX: &str = "apijet-demo-it-";
+
+/// Where this test process keeps its files (the SQLite demo files, the unpacked APIAuto): a
+/// folder of its own under cargo's temp dir for integration tests (`CARGO_TARGET_TMPDIR`,
+/// inside the build folder wherever `CARGO_TARGET_DIR` puts it), removed when the process
+/// exits. Folders of earlier runs whose process is gone (killed before it could remove its
+/// own) are removed when the next run first asks.
+pub fn scratch_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let mine = format!("{PROCESS_DIR_PREFIX}{}", std::process::id());
+        if let Ok(entries) = fs::read_dir(root) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_prefix(PROCESS_DIR_PREFIX) else {
+                    continue;
+                };
+                let alive = Path::new("/proc").join(pid).exists();
+                if name != mine && !alive {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
             }
         }
+        let dir = root.join(mine);
+        fs::create_dir_all(&dir).expect("temp dir");
+        remove_at_exit(&dir);
+        dir
+    })
+    .clone()
+}
+
+/// Removes `dir` when this process ends, however it ends (the harness returns, a test aborts
+/// it, SIGKILL): a small `sh` waits for the end of a pipe only this process holds (its
+/// descriptors are close-on-exec, so no server a test starts inherits it), which the kernel
+/// closes when the process is gone. It runs in a process group of its own, so Ctrl-C in the
+/// terminal stops the tests and not it.
+fn remove_at_exit(dir: &Path) {
+    use std::os::unix::process::CommandExt;
+    static HELD: OnceLock<std::process::ChildStdin> = OnceLock::new();
+    let watcher = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "cat >/dev/null; rm -rf -- \"$1\"",
+            "apijet-it-cleanup",
+        ])
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    match watcher {
+        Ok(mut child) => {
+            if let Some(pipe) = child.stdin.take() {
+                let _ = HELD.set(pipe);
+            }
+        }
+        Err(e) => eprintln!("cannot start the clean-up of {}: {e}", dir.display()),
     }
-    let dir = root.join(mine);
-    fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 /// A database holding a fresh copy of the demo dataset (`apijet demo`), per engine: a SQLite
@@ -72,18 +124,33 @@ pub fn demo_dir() -> PathBuf {
 pub fn demo_databases(test: &str) -> Vec<(Engine, String)> {
     claim(&format!("apijet_it_{test}"));
     let mut out = Vec::new();
-    let sqlite = format!(
-        "sqlite://{}",
-        demo_dir().join(format!("{test}.db")).display()
-    );
-    out.push((Engine::Sqlite, sqlite));
-    for engine in Engine::SERVERS {
+    for engine in [Engine::Sqlite].into_iter().chain(Engine::SERVERS) {
+        if let Some(url) = fresh_demo_database(test, engine) {
+            out.push((engine, url));
+        }
+    }
+    out
+}
+
+/// The same on one engine alone: `None` (with [`skip`]) where the rig does not provide it.
+pub fn demo_database(test: &str, engine: Engine) -> Option<String> {
+    claim(&format!("apijet_it_{test}"));
+    fresh_demo_database(test, engine)
+}
+
+fn fresh_demo_database(test: &str, engine: Engine) -> Option<String> {
+    let url = if engine == Engine::Sqlite {
+        format!(
+            "sqlite://{}",
+            scratch_dir().join(format!("{test}.db")).display()
+        )
+    } else {
         let Some(admin) = engine.url() else {
             skip(&format!(
                 "{test}: {engine} not provided ({} unset): not run on it",
                 engine.url_env().unwrap_or_default()
             ));
-            continue;
+            return None;
         };
         let db = format!("apijet_it_{test}");
         let create = match engine {
@@ -96,17 +163,15 @@ pub fn demo_databases(test: &str) -> Vec<(Engine, String)> {
                 .cli(engine.admin_database(), &sql)
                 .unwrap_or_else(|e| panic!("creating {db}: {e}"));
         }
-        out.push((engine, with_database(&admin, &db)));
-    }
-    for (engine, url) in &out {
-        let status = std::process::Command::new(apijet_bin())
-            .args(["demo", "--db", url])
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("apijet demo runs");
-        assert!(status.success(), "loading the demo dataset into {engine}");
-    }
-    out
+        with_database(&admin, &db)
+    };
+    let status = std::process::Command::new(apijet_bin())
+        .args(["demo", "--db", &url])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("apijet demo runs");
+    assert!(status.success(), "loading the demo dataset into {engine}");
+    Some(url)
 }
 
 /// Runs `check` against a server with `config` on a fresh copy of the demo dataset, once per

@@ -231,16 +231,20 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
     let engine = ctx.db.engine;
     let settings = ctx.settings;
     let ticks_s = ticks_per_second();
-    if engine == Engine::Postgres {
-        let status = tokio::process::Command::new(ctx.apijet)
-            .args(["live-triggers", "--install", "--db", &ctx.db.url])
-            .stdout(Stdio::null())
-            .status()
-            .await
-            .map_err(|e| format!("cannot run apijet live-triggers: {e}"))?;
-        if !status.success() {
-            return Err("apijet live-triggers --install failed".into());
+    match engine {
+        // Writes by other programs reach PostgreSQL's subscriptions through triggers.
+        Engine::Postgres => {
+            let status = tokio::process::Command::new(ctx.apijet)
+                .args(["live-triggers", "--install", "--db", &ctx.db.url])
+                .stdout(Stdio::null())
+                .status()
+                .await
+                .map_err(|e| format!("cannot run apijet live-triggers: {e}"))?;
+            if !status.success() {
+                return Err("apijet live-triggers --install failed".into());
+            }
         }
+        Engine::Mariadb | Engine::Sqlite => {}
     }
     r.notes.push(format!(
         "each subscriber holds one HTTP/1.1 connection and follows its own moment; the writer \
@@ -296,6 +300,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
         )?);
     }
     let moment = |i: usize| MOMENT_BASE + i as i64;
+    let kit = crate::server::this_binary()?;
     // Each instance's subscribers, in processes of at most FDS_PER_PROCESS.
     let mut subs: Vec<Subscribers> = Vec::new();
     let per_instance = n.div_ceil(instances);
@@ -306,8 +311,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
         while at < end {
             let count = (end - at).min(FDS_PER_PROCESS);
             let out = ctx.work.join(format!("live-{n}-subs-{at}.txt"));
-            let child = tokio::process::Command::new(ctx.apijet)
-                .arg("bench")
+            let child = tokio::process::Command::new(&kit)
                 .arg("--live-client")
                 .arg(server.addr.to_string())
                 .arg("--live-first")
@@ -414,7 +418,7 @@ async fn level(ctx: &Ctx<'_>, conn: &mut DbConn, n: usize, ticks_s: f64) -> Resu
     let latency = summarize_us(&mut delays_us);
     let pct = |d: f64| 100.0 * d / elapsed;
     let (apijet_cpu, db_cpu, sub_cpu) = (pct(a1 - a0), pct(d1 - d0), pct(s1 - s0));
-    let db_text = if engine == Engine::Sqlite {
+    let db_text = if engine.embedded() {
         "in apijet (embedded)".to_string()
     } else if db_pids.is_empty() {
         format!("unknown (no process listens on port {})", ctx.db.port)

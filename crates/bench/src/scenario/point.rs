@@ -117,10 +117,9 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
     let mut measured: Vec<usize> = Vec::new();
     for &c in &levels {
         // SQLite's in-process baseline runs at most 4 threads: one run covers the levels above.
-        let effective = if ctx.db.engine == Engine::Sqlite {
-            c.min(4)
-        } else {
-            c
+        let effective = match ctx.db.engine.embedded() {
+            true => c.min(4),
+            false => c,
         };
         if measured.contains(&effective) {
             continue;
@@ -192,12 +191,13 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
         },
         ctx.settings.keys
     ));
-    if ctx.db.engine == Engine::Postgres && ctx.tools.pgbench.is_some() {
-        r.notes.push(
+    match (ctx.db.engine, &ctx.tools.pgbench) {
+        (Engine::Postgres, Some(_)) => r.notes.push(
             "pgbench script: \\set k random(0, rows-1); SELECT * … WHERE sku_id = <the generator's expression of :k> LIMIT 1".into(),
-        );
+        ),
+        (Engine::Postgres | Engine::Mariadb | Engine::Sqlite, _) => {}
     }
-    if ctx.db.engine == Engine::Sqlite {
+    if ctx.db.engine.embedded() {
         r.notes
             .push("SQLite baseline: in-process, at most 4 threads (more only contend)".into());
     }
@@ -263,7 +263,6 @@ async fn handwritten(
         ctx.engine()
     );
     let hand = crate::server::start_handwritten(
-        ctx.apijet,
         &ctx.db.url,
         &lookup,
         &ctx.work.join("point-handwritten"),

@@ -12,13 +12,13 @@ mod sqlite_tests;
 mod target;
 
 pub use mysql::{MySqlBackend, MySqlTx};
-pub use postgres::{PgBackend, PgTx};
+pub use postgres::{Listener, PgBackend, PgTx};
 pub use sqlite::{SqliteBackend, SqliteTx};
 
 use crate::cancel::within_deadline;
 use crate::sink::RowSink;
 use crate::ExecError;
-use apijet_core::Engine;
+use apijet_core::{Capabilities, Engine};
 use apijet_sql::{Dialect, Statement};
 
 /// Prepared statements each database connection keeps (the least recently used are closed
@@ -92,10 +92,15 @@ impl DbUrl {
 
     /// The engine the URL names.
     pub fn engine(&self) -> Engine {
+        self.capabilities().engine
+    }
+
+    /// What the engine the URL names can do.
+    pub fn capabilities(&self) -> Capabilities {
         match self {
-            DbUrl::Sqlite(_) => Engine::Sqlite,
-            DbUrl::Postgres(_) => Engine::Postgres,
-            DbUrl::MySql(_) => Engine::MySql,
+            DbUrl::Sqlite(_) => Capabilities::SQLITE,
+            DbUrl::Postgres(_) => Capabilities::POSTGRES,
+            DbUrl::MySql(_) => Capabilities::MYSQL,
         }
     }
 }
@@ -176,10 +181,16 @@ impl Backend {
 
     /// The engine.
     pub fn engine(&self) -> Engine {
+        self.capabilities().engine
+    }
+
+    /// What the engine can do: the one place its abilities are stated, so that the planner
+    /// and the server ask them instead of comparing engine names.
+    pub fn capabilities(&self) -> Capabilities {
         match self {
-            Backend::Sqlite(_) => Engine::Sqlite,
-            Backend::Postgres(_) => Engine::Postgres,
-            Backend::MySql(_) => Engine::MySql,
+            Backend::Sqlite(_) => Capabilities::SQLITE,
+            Backend::Postgres(_) => Capabilities::POSTGRES,
+            Backend::MySql(_) => Capabilities::MYSQL,
         }
     }
 

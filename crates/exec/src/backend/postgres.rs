@@ -22,6 +22,8 @@ mod cells;
 mod listen;
 mod statements;
 
+pub use listen::Listener;
+
 use crate::fair::{FairSlots, Slot};
 use cells::{PgKind, RawValue};
 use statements::{Object, PgManager, Pool};
@@ -58,7 +60,7 @@ impl PgBackend {
         let target = super::target::Target::of(apijet_core::Engine::Postgres, url);
         let mut cfg: tokio_postgres::Config = url
             .parse()
-            .map_err(|e: tokio_postgres::Error| target.bad_url(&e.to_string()))?;
+            .map_err(|e: tokio_postgres::Error| target.bad_url(&cause(&e)))?;
         // Options of the URL come first, so apijet's own settings win.
         let mut options = cfg.get_options().map_or(String::new(), |o| format!("{o} "));
         options.push_str("-c TimeZone=UTC");

@@ -8,9 +8,9 @@
 use super::{join, Reader, Site};
 use crate::sink::ItemSink;
 use crate::ExecError;
-use apijet_plan::array::QueryMode;
 use apijet_plan::query::Select;
 use apijet_plan::read::ArrayPlan;
+use apijet_plan::read::QueryMode;
 use apijet_plan::ValueSource;
 use apijet_sql::{render, Statement};
 use serde_json::{json, Map, Value as Json};

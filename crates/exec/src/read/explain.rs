@@ -9,12 +9,8 @@ impl Reader<'_> {
     /// `{"sql": …, "list": [plan rows]}`: the statement and the engine's plan of it, as the
     /// reference answers `@explain` in debug mode.
     pub(super) async fn explain(&self, stmt: &Statement) -> Result<Json, ExecError> {
-        let prefix = match self.backend.engine() {
-            apijet_core::Engine::Sqlite => "EXPLAIN QUERY PLAN ",
-            _ => "EXPLAIN ",
-        };
         let plan = Statement {
-            sql: format!("{prefix}{}", stmt.sql),
+            sql: format!("{}{}", self.env.dialect.explain(), stmt.sql),
             binds: stmt.binds.clone(),
         };
         let rows = self.rows(&plan, &[]).await?;

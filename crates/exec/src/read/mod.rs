@@ -19,12 +19,12 @@ pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;
 use crate::functions;
-use crate::sink::{AnswerSink, CollectSink, Envelope, Form};
+use crate::sink::{AnswerSink, CollectSink, Form};
 use crate::ExecError;
 use apijet_plan::query::Select;
 use apijet_plan::read::{Mode, ObjectPlan, ReadPlan};
 use apijet_plan::template::Template;
-use apijet_plan::{percent_decode, PlanError, PlanOptions, ValueSource, Visitor};
+use apijet_plan::{PlanError, PlanOptions, RefPath, ValueSource, Visitor};
 use apijet_sql::{render, render_template, Dialect, Statement};
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -47,8 +47,6 @@ pub struct ReadEnv<'a> {
     pub visitor: Option<&'a Visitor>,
     /// The request's condition values, in their slots (`apijet_plan::shape`).
     pub values: &'a [Json],
-    /// The members around a HEAD object's count.
-    pub envelope: &'a dyn Envelope,
 }
 
 /// What a read did.
@@ -140,6 +138,7 @@ async fn run_on<'p, S: AnswerSink<'p>>(
         Mode::General => {
             sink.open(Form::Members {
                 format: plan.format,
+                counts: plan.counts(),
             });
             let mut reader = Reader::new(plan, env, backend);
             let mut out = Map::new();
@@ -280,12 +279,12 @@ impl<'a> Reader<'a> {
             .is_some_and(|after| self.held_bytes.load(std::sync::atomic::Ordering::Relaxed) > after)
     }
 
-    /// Resolves a reference path against results produced so far.
-    fn resolve(&self, path: &str, container: &str) -> Option<Json> {
-        let decoded = percent_decode(path);
-        let mut full = match decoded.strip_prefix('/') {
-            Some(rel) => join(container, rel),
-            None => decoded,
+    /// Resolves a reference path against results produced so far: from the container it is
+    /// in, with the indices of the items being built for the arrays it names without one.
+    fn resolve(&self, path: &RefPath, container: &str) -> Option<Json> {
+        let mut full = match path.is_relative() {
+            true => join(container, path.path()),
+            false => path.path().to_string(),
         };
         for (apath, i) in &self.scopes {
             let prefix = format!("{apath}/");
@@ -323,7 +322,9 @@ impl<'a> Reader<'a> {
         let pre = functions::pre_functions(&object.table, self.env.visitor)?;
         let mut resolve = |v: ValueSource<'_>| match v {
             ValueSource::Path(p) => self.resolve(p, container),
-            ValueSource::Function(call) => pre.iter().find(|(c, _)| *c == call)?.1.clone(),
+            ValueSource::Function(call) => {
+                pre.iter().find(|(c, _)| std::ptr::eq(*c, call))?.1.clone()
+            }
             ValueSource::Parent(_) => None,
         };
         Ok(object.table.select(self.env.values, &mut resolve)?)

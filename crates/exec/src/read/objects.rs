@@ -129,11 +129,12 @@ impl<'a> Reader<'a> {
             let count_select = table.count_select(select);
             let stmt = render(self.env.dialect, &count_select);
             let n = self.count(&count_select).await?;
+            // The answer's envelope goes around the count (see `Form::Members`).
             let mut obj = Map::new();
             if table.explain {
                 obj.insert("@explain".into(), self.explain(&stmt).await?);
             }
-            obj.extend(self.env.envelope.counted(n));
+            obj.insert("count".into(), Json::from(n));
             return Ok(Some((Json::Object(obj), table.drop)));
         }
         select.limit = Some(1);

@@ -1,13 +1,15 @@
 //! The functions of a written object: `k-()` validations before its statement, `k()` calls
 //! after it (their results join the answer), and the demo's functions that write.
 
+use super::outcome::Written;
 use super::WriteEnv;
 use crate::backend::Tx;
 use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_core::Value;
+use apijet_plan::call::Planned;
 use apijet_plan::write;
-use apijet_plan::write_plan::ObjectCalls;
+use apijet_plan::write::ObjectCalls;
 use apijet_sql::{render, render_delete};
 use serde_json::{json, Map, Value as Json};
 
@@ -24,7 +26,7 @@ pub(super) async fn after(
     tx: &mut Tx<'_>,
     calls: &ObjectCalls,
     env: &WriteEnv<'_>,
-    answer: &mut Map<String, Json>,
+    written: &mut Written,
 ) -> Result<(), ExecError> {
     for (name, call) in &calls.after {
         let result = match write_function(tx, call, &calls.values, env).await? {
@@ -32,7 +34,7 @@ pub(super) async fn after(
             None => crate::functions::call(call, &calls.values, env.visitor)?,
         };
         if let Some(v) = result {
-            answer.insert(name.clone(), v);
+            written.results.push((name.clone(), v));
         }
     }
     Ok(())
@@ -41,11 +43,11 @@ pub(super) async fn after(
 /// The demo's functions that write: deleting a moment's comments, a comment's replies.
 async fn write_function(
     tx: &mut Tx<'_>,
-    call: &str,
+    call: &Planned,
     values: &Map<String, Json>,
     env: &WriteEnv<'_>,
 ) -> Result<Option<Json>, ExecError> {
-    let Some(writing) = apijet_plan::write_plan::writing_call(call) else {
+    let Some(writing) = apijet_plan::write::writing_call(call) else {
         return Ok(None);
     };
     let (column, recursive) = (writing.column, writing.recursive);

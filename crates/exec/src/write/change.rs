@@ -2,25 +2,23 @@
 //! changed is 401. PUT's JSON array edits (`k+`/`k-` with a list) read, change and write back.
 
 use super::calls::{after, before};
+use super::outcome::{Written, WrittenIds};
 use super::WriteEnv;
 use crate::backend::Tx;
 use crate::sink::CollectSink;
 use crate::ExecError;
 use apijet_plan::query::Ident;
-use apijet_plan::write_plan::{ArrayEditPlan, DeleteStep, ObjectCalls, UpdateStep};
+use apijet_plan::write::{ArrayEditPlan, DeleteStep, ObjectCalls, UpdateStep};
 use apijet_plan::PlanError;
 use apijet_sql::{render, render_delete, render_update, Statement};
-use serde_json::{json, Map, Value as Json};
+use serde_json::Value as Json;
 
-fn id_answer(answer: &mut Map<String, Json>, ids: Option<Json>) {
+/// The ids a changed object answers: `id[]` for the ids `id{}` named, else its `id`.
+fn ids_of(ids: Option<Json>) -> Option<WrittenIds> {
     match ids {
-        Some(Json::Array(list)) => {
-            answer.insert("id[]".into(), Json::Array(list));
-        }
-        Some(id) => {
-            answer.insert("id".into(), id);
-        }
-        None => {}
+        Some(Json::Array(list)) => Some(WrittenIds::List(list)),
+        Some(id) => Some(WrittenIds::One(id)),
+        None => None,
     }
 }
 
@@ -96,7 +94,7 @@ pub(super) async fn put(
     tx: &mut Tx<'_>,
     step: &UpdateStep,
     env: &WriteEnv<'_>,
-) -> Result<Map<String, Json>, ExecError> {
+) -> Result<Written, ExecError> {
     before(&step.calls, env)?;
     let mut edits = Vec::with_capacity(step.edits.len());
     for edit in &step.edits {
@@ -127,7 +125,7 @@ async fn change(
     env: &WriteEnv<'_>,
     stmt: &Statement,
     changed: Changed<'_>,
-) -> Result<Map<String, Json>, ExecError> {
+) -> Result<Written, ExecError> {
     let n = tx.execute(stmt).await?;
     if n == 0 {
         return Err(PlanError::NothingChanged(changed.table.to_string()).into());
@@ -148,14 +146,14 @@ async fn change(
             .into());
         }
     }
-    let mut answer = Map::new();
-    if changed.explain {
-        answer.insert("sql".into(), json!(stmt.sql));
-    }
-    answer.extend(env.envelope.counted(n));
-    id_answer(&mut answer, changed.ids);
-    after(tx, changed.calls, env, &mut answer).await?;
-    Ok(answer)
+    let mut written = Written {
+        sql: changed.explain.then(|| stmt.sql.clone()),
+        count: n,
+        ids: ids_of(changed.ids),
+        results: Vec::new(),
+    };
+    after(tx, changed.calls, env, &mut written).await?;
+    Ok(written)
 }
 
 /// An id as the database compares it: `1` and `"1"` name the same row.
@@ -170,24 +168,29 @@ pub(super) async fn put_batch(
     tx: &mut Tx<'_>,
     items: &[UpdateStep],
     env: &WriteEnv<'_>,
-) -> Result<Map<String, Json>, ExecError> {
+) -> Result<Written, ExecError> {
     let mut ids = Vec::with_capacity(items.len());
     let mut total = 0;
     for step in items {
-        let answer = put(tx, step, env).await?;
-        total += answer.get("count").and_then(Json::as_u64).unwrap_or(0);
-        ids.push(answer.get("id").cloned().unwrap_or(Json::Null));
+        let written = put(tx, step, env).await?;
+        total += written.count;
+        ids.push(match written.ids {
+            Some(WrittenIds::One(id)) => id,
+            _ => Json::Null,
+        });
     }
-    let mut answer = env.envelope.counted(total);
-    answer.insert("id[]".into(), Json::Array(ids));
-    Ok(answer)
+    Ok(Written {
+        count: total,
+        ids: Some(WrittenIds::List(ids)),
+        ..Written::default()
+    })
 }
 
 pub(super) async fn delete(
     tx: &mut Tx<'_>,
     step: &DeleteStep,
     env: &WriteEnv<'_>,
-) -> Result<Map<String, Json>, ExecError> {
+) -> Result<Written, ExecError> {
     before(&step.calls, env)?;
     let stmt = render_delete(env.dialect, &step.delete);
     let changed = Changed {

@@ -2,15 +2,16 @@
 //! with the same columns; and the single-row POST the write queue takes instead.
 
 use super::calls::{after, before};
+use super::outcome::{Written, WrittenIds};
 use super::WriteEnv;
 use crate::backend::Tx;
 use crate::ExecError;
 use apijet_core::Value;
 use apijet_plan::query::Insert;
-use apijet_plan::write_plan::{InsertStep, PlannedRow, RowValue, WritePlan};
+use apijet_plan::write::{InsertStep, PlannedRow, RowValue, WritePlan};
 use apijet_plan::PlanError;
 use apijet_sql::render_insert;
-use serde_json::{json, Map, Value as Json};
+use serde_json::Value as Json;
 
 /// A row's columns, its values and its id, with the server's new id given and the ids of
 /// earlier inserts (`ids`, by step) filled in.
@@ -68,13 +69,13 @@ pub fn single_insert(
     )))
 }
 
-/// The answer of a queued insert, shaped like any other.
-pub fn single_insert_answer(env: &WriteEnv<'_>, id: Option<Json>) -> Map<String, Json> {
-    let mut answer = env.envelope.counted(1);
-    if let Some(id) = id {
-        answer.insert("id".into(), id);
+/// What a queued insert wrote, shaped like any other.
+pub fn single_insert_answer(id: Option<Json>) -> Written {
+    Written {
+        count: 1,
+        ids: id.map(WrittenIds::One),
+        ..Written::default()
     }
-    answer
 }
 
 /// Runs an insert step; its answer, and the id of its first row.
@@ -83,7 +84,7 @@ pub(super) async fn post(
     step: &InsertStep,
     env: &WriteEnv<'_>,
     ids: &[Option<Json>],
-) -> Result<(Map<String, Json>, Option<Json>), ExecError> {
+) -> Result<(Written, Option<Json>), ExecError> {
     for calls in &step.calls {
         before(calls, env)?;
     }
@@ -114,19 +115,18 @@ pub(super) async fn post(
             group = rest;
         }
     }
-    let mut answer = Map::new();
-    if step.explain {
-        answer.insert("sql".into(), json!(sql.join(";\n")));
-    }
-    answer.extend(env.envelope.counted(inserted));
     let first = row_ids.first().filter(|v| !v.is_null()).cloned();
-    if step.batch {
-        answer.insert("id[]".into(), Json::Array(row_ids));
-    } else if let Some(id) = &first {
-        answer.insert("id".into(), id.clone());
-    }
+    let mut written = Written {
+        sql: step.explain.then(|| sql.join(";\n")),
+        count: inserted,
+        ids: match step.batch {
+            true => Some(WrittenIds::List(row_ids)),
+            false => first.clone().map(WrittenIds::One),
+        },
+        results: Vec::new(),
+    };
     if let Some(calls) = step.calls.first().filter(|_| !step.batch) {
-        after(tx, calls, env, &mut answer).await?;
+        after(tx, calls, env, &mut written).await?;
     }
-    Ok((answer, first))
+    Ok((written, first))
 }

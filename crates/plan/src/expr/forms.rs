@@ -2,7 +2,7 @@
 //! `date_add(x, INTERVAL n unit)` and `match(…) AGAINST (…)`. Each counts one level of depth.
 
 use super::{Names, Parser, Tok};
-use crate::query::{Direction, Expr, IntervalUnit, OrderItem};
+use crate::query::{CastType, Direction, Expr, IntervalUnit, OrderItem};
 use crate::PlanError;
 use apijet_core::Value;
 
@@ -151,10 +151,10 @@ impl<N: Names> Parser<'_, N> {
         if self.at_keyword("integer") || self.at_keyword("int") {
             self.pos += 1;
         }
-        let t = crate::select_list::cast_type(&ty).ok_or_else(|| {
+        let t = CastType::parse(&ty).ok_or_else(|| {
             self.err(&format!(
                 "type {ty} is not supported; use {}",
-                crate::select_list::CAST_TYPES
+                CastType::NAMES
             ))
         })?;
         self.expect(Tok::RParen, ")")?;

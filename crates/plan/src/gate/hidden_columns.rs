@@ -5,7 +5,7 @@
 use crate::gate::{uses, Use};
 use crate::query::Select;
 use crate::schema::{ColumnKind, SchemaCache, Table};
-use crate::{plan_subquery, Ctx, PlanError, PlanOptions, TablePlan};
+use crate::{plan_subquery, Context, PlanError, PlanOptions, Scope, TablePlan};
 use apijet_core::{Method, Role, Visitor};
 use apijet_request::{Node, Request, TableEntry};
 
@@ -53,16 +53,15 @@ pub(super) fn plan(method: Method, body: &str) -> Result<Select, PlanError> {
     let Node::Table(t) = &req.root.members[0].node else {
         panic!("a table object first")
     };
-    let ctx = Ctx {
+    let rules = crate::verify::RequestRules::default();
+    let ctx = Scope::new(Context {
         schema: &schema,
+        rules: &rules,
         options: &options,
         method,
         visitor: (!method.is_public()).then_some(&visitor),
-        global_role: None,
-        global_explain: false,
-        subqueries: None,
         trusted: false,
-    };
+    });
     let plan = TablePlan::new(t, &ctx)?;
     Ok(plan.select(&[], &mut |_| None)?.expect("a statement"))
 }
@@ -136,16 +135,15 @@ fn a_private_request_compares_a_named_hidden_column_with_equals_only() {
 fn join_conditions_pass_the_gate_with_the_columns_their_paths_name() {
     let schema = schema();
     let options = PlanOptions::default();
-    let ctx = Ctx {
+    let rules = crate::verify::RequestRules::default();
+    let ctx = Scope::new(Context {
         schema: &schema,
+        rules: &rules,
         options: &options,
         method: Method::Get,
         visitor: None,
-        global_role: None,
-        global_explain: false,
-        subqueries: None,
         trusted: false,
-    };
+    });
     let subquery = |path: &str| {
         let body = format!(
             r#"{{"Moment":{{"id{{}}@":{{"from":"Privacy","join":"&/Moment/id@",

@@ -3,8 +3,9 @@
 
 use super::batch::{self, BatchPlan};
 use super::container::{join, Builder, ContainerPlan, ObjectPlan};
-use crate::array::{self, JoinSpec, Paging};
-use crate::cond::Resolver;
+use super::paging::{self, Paging};
+use crate::condition::Resolver;
+use crate::object::joins::{self, JoinPlan};
 use crate::query::Select;
 use crate::template::Template;
 use crate::{PlanError, TablePlan};
@@ -14,12 +15,11 @@ use serde_json::Value as Json;
 
 /// A SQL join of the item's main object with one of its other members (§12.2).
 #[derive(Debug)]
-struct JoinPlan {
-    spec: JoinSpec,
-    vice: TablePlan,
+pub(super) struct ItemJoin {
+    pub(super) join: JoinPlan,
     /// The prefix of the vice's columns in the joined statement, when its rows come with the
     /// main rows.
-    carried: Option<String>,
+    pub(super) carried: Option<String>,
 }
 
 /// A vice object of a SQL join whose rows come with the main rows.
@@ -47,7 +47,7 @@ pub struct ArrayPlan {
     pub main_key: String,
     /// The item's main object: its statement gives the page's rows.
     pub main: ObjectPlan,
-    joins: Vec<JoinPlan>,
+    joins: Vec<ItemJoin>,
     /// The vice objects whose rows come with the main rows.
     pub carried: Vec<CarriedPlan>,
     /// The keys of the item's other members, in request order.
@@ -85,26 +85,33 @@ impl ArrayPlan {
             return Ok(None);
         };
         for j in &self.joins {
-            let Some(vice_select) = j.vice.select_without_refs(values)? else {
+            if !j.join.apply(&mut select, &self.main_key, values)? {
                 return Ok(None);
-            };
-            if let Some(prefix) = &j.carried {
-                array::carry_vice_columns(&mut select, prefix, &vice_select);
             }
-            array::apply_join(&mut select, &self.main_key, &j.spec, &j.vice, vice_select)?;
-            array::merge_vice_clauses(&mut select, &j.vice);
+            if let Some(prefix) = &j.carried {
+                select.columns.extend(j.join.columns_as(prefix));
+            }
         }
         if !self.joins.is_empty() {
-            let vices: Vec<&TablePlan> = self.joins.iter().map(|j| &j.vice).collect();
-            array::admit_joined(&select, &self.main.table, &vices)?;
+            let joined: Vec<&JoinPlan> = self.joins.iter().map(|j| &j.join).collect();
+            joins::admit_joined(&select, &self.main.table, &joined)?;
         }
         Ok(Some(select))
+    }
+
+    /// The SQL joins of its page's statement.
+    pub(super) fn joins(&self) -> &[ItemJoin] {
+        &self.joins
     }
 
     /// The statements its page's statement is made of: the main object's, then each joined
     /// object's.
     pub fn plans(&self) -> impl Iterator<Item = &TablePlan> {
-        std::iter::once(&self.main.table).chain(self.joins.iter().map(|j| &j.vice))
+        std::iter::once(&self.main.table).chain(
+            self.joins
+                .iter()
+                .flat_map(|j| std::iter::once(&j.join.vice).chain(&j.join.on)),
+        )
     }
 
     /// The count of the rows `select` (from [`ArrayPlan::select`]) pages through.
@@ -153,7 +160,7 @@ impl ArrayPlan {
 fn weight(m: &Member, max_count: u64) -> u64 {
     match &m.node {
         Node::Table(_) => 1,
-        Node::Array(a) => array::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count),
+        Node::Array(a) => paging::paging(a, "", max_count, u64::MAX).map_or(max_count, |p| p.count),
         _ => 0,
     }
 }
@@ -175,7 +182,7 @@ impl Builder<'_> {
             )));
         }
         self.check_depth(&arr_path, depth)?;
-        let paging = array::paging(a, &arr_path, options.max_count, options.max_page)?;
+        let paging = paging::paging(a, &arr_path, options.max_count, options.max_page)?;
         // The main object is the item's first object: plain values (custom `@` keys) before it
         // are echoed in the item, as the reference keeps them.
         let main_at = a
@@ -200,9 +207,9 @@ impl Builder<'_> {
         let mut carried_at: Vec<(usize, String, TableObject, TablePlan)> = Vec::new();
         let mut json_outputs = main_plan.json_outputs.clone();
         if let Some(j) = &a.join {
-            for spec in array::join_specs(j)? {
+            for spec in joins::join_specs(j)? {
                 if let Some((sub_array, _)) = spec.table_key.split_once('/') {
-                    array::check_app_join_into_array(&spec, sub_array, &item_members)?;
+                    joins::check_app_join_into_array(&spec, sub_array, &item_members)?;
                     continue;
                 }
                 let Some(index) = item_members.iter().position(|m| m.key == spec.table_key) else {
@@ -211,48 +218,42 @@ impl Builder<'_> {
                         spec.table_key
                     )));
                 };
-                let slot = &mut item_members[index];
-                let Node::Table(vice) = &mut slot.node else {
+                let Node::Table(vice) = &item_members[index].node else {
                     return Err(PlanError::Invalid(format!(
                         "join: {} is not a table object",
                         spec.table_key
                     )));
                 };
-                if let Some(Json::Object(extra)) = &spec.extra {
-                    let extra = TableObject::from_map(vice.key.clone(), extra.clone())
-                        .map_err(|e| PlanError::Invalid(e.to_string()))?;
-                    *vice = vice.merged(&extra);
-                }
+                // An APP JOIN is the vice read for all items at once, as any member may be.
                 if spec.kind == '@' {
                     continue;
                 }
-                if matches!(spec.kind, '&' | '<' | '>' | ')') {
+                if joins::carries_vice_rows(spec.kind) {
                     quiet.push(spec.table_key.clone());
                 }
                 let vice_plan = TablePlan::new(vice, &self.ctx())?;
                 self.note(&vice_plan);
-                // A grouped join answers one row per group: which vice row MySQL pairs with it
-                // is arbitrary and PostgreSQL refuses the ungrouped columns, so the vice
-                // object is queried on its own there.
-                let grouped = main_plan.aggregate
-                    || !main_plan.group.is_empty()
-                    || !vice_plan.group.is_empty();
-                let carried = (array::carries_vice_rows(spec.kind) && !grouped).then(|| {
+                let (on, on_names_columns) = match joins::on_object(&spec, vice)? {
+                    Some(on) => {
+                        let plan = TablePlan::new(&on, &self.ctx())?;
+                        self.note(&plan);
+                        (Some(plan), joins::names_columns(&on))
+                    }
+                    None => (None, false),
+                };
+                let join = JoinPlan::new(spec, vice_plan, on, on_names_columns)?;
+                // The vice's answer is its part of the joined row, grouped with it.
+                let carried = join.carries_rows().then(|| {
                     let prefix = format!("__j{}_", carried_at.len());
-                    json_outputs.extend(
-                        vice_plan
-                            .json_outputs
-                            .iter()
-                            .map(|o| format!("{prefix}{o}")),
-                    );
-                    carried_at.push((index, prefix.clone(), vice.clone(), vice_plan.clone()));
+                    let outputs = match (&join.on, on_names_columns) {
+                        (Some(on), true) => &on.json_outputs,
+                        _ => &join.vice.json_outputs,
+                    };
+                    json_outputs.extend(outputs.iter().map(|o| format!("{prefix}{o}")));
+                    carried_at.push((index, prefix.clone(), vice.clone(), join.vice.clone()));
                     prefix
                 });
-                joins.push(JoinPlan {
-                    spec,
-                    vice: vice_plan,
-                    carried,
-                });
+                joins.push(ItemJoin { join, carried });
             }
         }
         let item_path = format!("{arr_path}/0");

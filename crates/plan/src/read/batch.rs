@@ -10,8 +10,8 @@
 //! keeps the item-by-item path.
 
 use super::container::Builder;
-use crate::array::{self, QueryMode};
-use crate::cond::{CondSpec, Operand};
+use super::paging::{self, QueryMode};
+use crate::condition::{CondSpec, Operand};
 use crate::query::{Expr, Ident, SelectItem};
 use crate::{PlanError, TablePlan};
 use apijet_core::Method;
@@ -133,7 +133,7 @@ pub(super) fn plan(
             }
             let options = b.inputs.options;
             let path = format!("{arr_path}/{}", m.key);
-            let paging = match array::paging(a, &path, options.max_count, options.max_page) {
+            let paging = match paging::paging(a, &path, options.max_count, options.max_page) {
                 Ok(p) => p,
                 Err(e) => return Some(Err(e)),
             };

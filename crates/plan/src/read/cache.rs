@@ -4,7 +4,8 @@
 //! The shape is the request with its condition values in slots ([`crate::shape`]), written out
 //! whole (every key, keyword and value left in it), and keyed with what planning reads beside
 //! the request: the method and whether the visitor is logged in (the role of an object without
-//! `@role` is UNKNOWN or LOGIN by that alone, and the `Access` check is decided by the role).
+//! `@role` is UNKNOWN or LOGIN by that alone, and the `Access` check is decided by the role),
+//! and what the answer is for ([`Purpose`]: it decides the mode).
 //!
 //! The cache is bounded in bytes ([`CacheBudget`]), since its keys and plans are client text:
 //! - a plan is kept only when it may be shared: not one that holds the visitor's own values (a
@@ -18,7 +19,8 @@
 //!
 //! The cache belongs to the schema snapshot, so a reload starts it empty.
 
-use super::{ReadInputs, ReadPlan};
+use super::{Purpose, ReadPlan};
+use crate::Context;
 use crate::PlanError;
 use apijet_core::Method;
 use apijet_request::{
@@ -59,17 +61,29 @@ pub fn entry_bytes(key_len: usize) -> usize {
 pub struct ShapeKey {
     method: Method,
     logged_in: bool,
+    purpose: Purpose,
     shape: String,
 }
 
 impl ShapeKey {
-    /// The key of the request `req`, whose condition values are slots already.
+    /// The key of the request `req`, whose condition values are slots already, read for an
+    /// answer to the client.
     pub fn of(req: &Request, method: Method, logged_in: bool) -> ShapeKey {
-        Self::written(req, method, logged_in).0
+        ShapeKey::of_for(req, method, logged_in, Purpose::Answer)
+    }
+
+    /// [`ShapeKey::of`] for `purpose`.
+    pub fn of_for(req: &Request, method: Method, logged_in: bool, purpose: Purpose) -> ShapeKey {
+        Self::written(req, method, logged_in, purpose).0
     }
 
     /// The key, and whether the request holds values it only echoes.
-    fn written(req: &Request, method: Method, logged_in: bool) -> (ShapeKey, bool) {
+    fn written(
+        req: &Request,
+        method: Method,
+        logged_in: bool,
+        purpose: Purpose,
+    ) -> (ShapeKey, bool) {
         let mut w = ShapeWriter {
             out: String::with_capacity(128),
             echoes: false,
@@ -78,6 +92,7 @@ impl ShapeKey {
         let key = ShapeKey {
             method,
             logged_in,
+            purpose,
             shape: w.out,
         };
         (key, w.echoes)
@@ -111,10 +126,22 @@ struct Entry {
 }
 
 impl PlanCache {
-    /// The plan of `req` (condition values in slots): the one kept for its shape, else a new
-    /// one, kept when it may be shared and fits the budget of `inputs.options.plan_cache`.
-    pub fn plan(&self, req: &Request, inputs: &ReadInputs<'_>) -> Result<Arc<ReadPlan>, PlanError> {
-        let (key, echoes) = ShapeKey::written(req, inputs.method, inputs.visitor.is_some());
+    /// The plan of `req` (condition values in slots) for an answer to the client: the one kept
+    /// for its shape, else a new one, kept when it may be shared and fits the budget of
+    /// `inputs.options.plan_cache`.
+    pub fn plan(&self, req: &Request, inputs: &Context<'_>) -> Result<Arc<ReadPlan>, PlanError> {
+        self.plan_for(req, inputs, Purpose::Answer)
+    }
+
+    /// [`PlanCache::plan`] for `purpose`.
+    pub fn plan_for(
+        &self,
+        req: &Request,
+        inputs: &Context<'_>,
+        purpose: Purpose,
+    ) -> Result<Arc<ReadPlan>, PlanError> {
+        let (key, echoes) =
+            ShapeKey::written(req, inputs.method, inputs.visitor.is_some(), purpose);
         let now = self.clock.fetch_add(1, Ordering::Relaxed);
         if let Some(plan) = self.kept.read().ok().and_then(|k| {
             let e = k.plans.get(&key)?;
@@ -123,7 +150,7 @@ impl PlanCache {
         }) {
             return Ok(plan);
         }
-        let plan = Arc::new(ReadPlan::build(req, inputs)?);
+        let plan = Arc::new(ReadPlan::build_for(req, inputs, purpose)?);
         let budget = inputs.options.plan_cache;
         let shareable = !plan.visitor_bound && !plan.has_errors && !echoes;
         if shareable && key.shape.len() <= budget.key_bytes {

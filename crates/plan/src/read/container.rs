@@ -1,10 +1,12 @@
 //! The objects of the answer: a container's members in request order ([`ContainerPlan`]) and
 //! the plan of a table object with what runs on its row ([`ObjectPlan`]).
 
-use super::{ArrayPlan, Dependencies, ReadInputs};
+use super::{ArrayPlan, Dependencies};
+use crate::call::{Call, Planned};
+use crate::condition::path::RefPath;
 use crate::query::Select;
 use crate::template::Template;
-use crate::{plan_subquery, Ctx, PlanError, TablePlan};
+use crate::{plan_subquery, Context, PlanError, Scope, TablePlan};
 use apijet_request::{ConditionKey, Member, Node, Request, TableEntry, TableKey, TableObject};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -37,8 +39,8 @@ pub enum MemberPlan {
     Reference {
         /// The answer key.
         name: String,
-        /// The path as sent.
-        path: String,
+        /// The path.
+        path: RefPath,
     },
     /// `"name@": {…}`: a named subquery (planned into the statements that use it), answered
     /// as `"name": {}` after the other members.
@@ -50,8 +52,8 @@ pub enum MemberPlan {
     Function {
         /// The answer key.
         name: String,
-        /// The call text.
-        call: String,
+        /// The call.
+        call: Planned,
     },
     /// `"name()": "getCurrentUser()"`: the visitor's `User` row (none when not logged in).
     CurrentUser {
@@ -80,8 +82,8 @@ pub struct ObjectPlan {
     /// Its statement.
     pub table: TablePlan,
     /// `k()` and `k+()` functions run on the row, in request order: the answer key and the
-    /// call text.
-    pub functions: Vec<(String, String)>,
+    /// call.
+    pub functions: Vec<(String, Planned)>,
     /// The objects and arrays nested in it, read once its row is there.
     pub children: ContainerPlan,
     /// Its statement (one row) written once for the shape, when the request's values are
@@ -116,7 +118,7 @@ pub(super) fn join(path: &str, key: &str) -> String {
 
 /// The walk over the request that plans it.
 pub(super) struct Builder<'a> {
-    pub(super) inputs: &'a ReadInputs<'a>,
+    pub(super) inputs: &'a Context<'a>,
     global_role: Option<&'a Json>,
     global_explain: bool,
     /// Named subqueries defined so far, in request order.
@@ -127,7 +129,7 @@ pub(super) struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn new(req: &'a Request, inputs: &'a ReadInputs<'a>) -> Builder<'a> {
+    pub(super) fn new(req: &'a Request, inputs: &'a Context<'a>) -> Builder<'a> {
         Builder {
             inputs,
             global_role: req.global("role"),
@@ -142,17 +144,13 @@ impl<'a> Builder<'a> {
         }
     }
 
-    pub(super) fn ctx(&self) -> Ctx<'_> {
-        Ctx {
-            schema: self.inputs.schema,
-            options: self.inputs.options,
-            method: self.inputs.method,
-            visitor: self.inputs.visitor,
-            global_role: self.global_role,
-            global_explain: self.global_explain,
-            subqueries: Some(&self.subqueries),
-            trusted: false,
-        }
+    pub(super) fn ctx(&self) -> Scope<'_> {
+        Scope::of_request(
+            *self.inputs,
+            self.global_role,
+            self.global_explain,
+            Some(&self.subqueries),
+        )
     }
 
     /// Records what a statement's plan tells about the whole read: what it depends on (see
@@ -227,7 +225,7 @@ impl<'a> Builder<'a> {
                 }
                 Node::Reference(p) => MemberPlan::Reference {
                     name: m.key.trim_end_matches('@').to_string(),
-                    path: p.clone(),
+                    path: RefPath::read(p),
                 },
                 Node::Subquery(sq) => {
                     let name = m.key.trim_end_matches('@').to_string();
@@ -250,7 +248,7 @@ impl<'a> Builder<'a> {
                     } else {
                         MemberPlan::Function {
                             name: name.to_string(),
-                            call: call.clone(),
+                            call: self.call(call),
                         }
                     }
                 }
@@ -280,6 +278,13 @@ impl<'a> Builder<'a> {
             out.push(member);
         }
         ContainerPlan { members: out }
+    }
+
+    /// A remote function call, read; one that cannot be read is kept as its error.
+    fn call(&mut self, text: &str) -> Planned {
+        let call = Call::read(text);
+        self.has_errors |= call.is_err();
+        call
     }
 
     fn fail(&mut self, e: PlanError) -> MemberPlan {
@@ -319,10 +324,11 @@ impl<'a> Builder<'a> {
             .filter_map(|e| match e {
                 TableEntry::Function { key, call } if !key.ends_with("-()") => Some((
                     key.trim_end_matches("()").trim_end_matches('+').to_string(),
-                    call.clone(),
+                    call,
                 )),
                 _ => None,
             })
+            .map(|(name, call)| (name, self.call(call)))
             .collect();
         // A count answers no row, so nothing nested in it is read.
         let children = if self.inputs.method.is_count() {

@@ -9,7 +9,7 @@
 //! names, as the write plan names what it changes and as PostgreSQL triggers name them: two API
 //! names (`Access.alias`) of one table are one dependency.
 
-use crate::cond::{CondSpec, Operand};
+use crate::condition::{CondSpec, Operand};
 use crate::query::{Expr, OrderItem, Pred, Select, Source};
 use crate::TablePlan;
 use apijet_request::Op;
@@ -176,7 +176,7 @@ impl Dependencies {
             Expr::Column { .. } | Expr::Alias(_) | Expr::Value(_) | Expr::Slot(_) | Expr::Star => {}
             Expr::Raw(_) => self.opaque = true,
             Expr::Func { name, args, .. } => {
-                if crate::functions::VOLATILE.contains(name) {
+                if crate::expr::functions::VOLATILE.contains(name) {
                     self.volatile = true;
                 }
                 args.iter().for_each(|a| self.expr(a));
@@ -228,7 +228,7 @@ impl Dependencies {
 fn names_volatile_function(text: &str) -> bool {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .any(|word| {
-            crate::functions::VOLATILE
+            crate::expr::functions::VOLATILE
                 .iter()
                 .any(|f| f.eq_ignore_ascii_case(word))
         })

@@ -21,18 +21,21 @@ mod batch;
 mod cache;
 mod container;
 mod deps;
+pub(crate) mod paging;
+mod print;
 mod refs;
 
+pub use crate::object::joins::{join_specs, JoinSpec};
 pub use arrays::{ArrayPlan, CarriedPlan};
 pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{entry_bytes, CacheBudget, PlanCache, ShapeKey};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
-pub use refs::{list_key, percent_decode, References};
+pub use paging::{paging, Paging, QueryMode};
+pub use refs::{list_key, References};
 
 use crate::keywords::check_root_keywords;
-use crate::schema::SchemaCache;
-use crate::{PlanError, PlanOptions, Visitor};
+use crate::{Context, PlanError, PlanOptions};
 use apijet_core::Method;
 use apijet_request::{Node, Request, TableEntry};
 use serde_json::{Map, Value as Json};
@@ -51,17 +54,17 @@ pub enum Mode {
     General,
 }
 
-/// What a read is planned for.
-#[derive(Debug, Clone, Copy)]
-pub struct ReadInputs<'a> {
-    /// The schema cache.
-    pub schema: &'a SchemaCache,
-    /// Limits and switches.
-    pub options: &'a PlanOptions,
-    /// GET, HEAD, GETS or HEADS.
-    pub method: Method,
-    /// The visitor, if logged in.
-    pub visitor: Option<&'a Visitor>,
+/// What a read's answer is for, which decides how it is produced: an input of planning, so
+/// that the plan of a shape says its own mode and no caller changes it afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Purpose {
+    /// An answer for the client, in the form that suits it: a point written as its row is
+    /// read, a list streamed from the cursor.
+    #[default]
+    Answer,
+    /// The whole answer as JSON, for the server itself (the parts of `/crud`, live answers):
+    /// always assembled whole ([`Mode::General`]).
+    Whole,
 }
 
 /// The plan of one read.
@@ -84,21 +87,46 @@ pub struct ReadPlan {
     pub visitor_bound: bool,
     /// The plan holds a part that could not be planned, kept as its error.
     pub has_errors: bool,
+    /// The members that are counts (the objects of a HEAD or HEADS), by answer key.
+    counts: Vec<String>,
     deps: Dependencies,
     shape: ShapeKey,
 }
 
 impl ReadPlan {
     /// Plans a read of the request `req`, whose condition values are slots already
-    /// ([`crate::shape::take_values`]).
-    pub fn build(req: &Request, inputs: &ReadInputs<'_>) -> Result<ReadPlan, PlanError> {
+    /// ([`crate::shape::take_values`]), in the context `inputs` (a read's method), for an
+    /// answer to the client.
+    pub fn build(req: &Request, inputs: &Context<'_>) -> Result<ReadPlan, PlanError> {
+        ReadPlan::build_for(req, inputs, Purpose::Answer)
+    }
+
+    /// [`ReadPlan::build`] for `purpose`.
+    pub fn build_for(
+        req: &Request,
+        inputs: &Context<'_>,
+        purpose: Purpose,
+    ) -> Result<ReadPlan, PlanError> {
         let customs = check_root_keywords(&req.globals, inputs.method, inputs.options)?;
         let mut builder = container::Builder::new(req, inputs);
         let root = builder.container(&req.root.members, "", 1);
         let mut refs = References::default();
         refs.collect(&req.root);
+        let counts = match inputs.method.is_count() {
+            true => root
+                .members
+                .iter()
+                .filter_map(|m| match m {
+                    MemberPlan::Object { key, .. } => Some(key.clone()),
+                    MemberPlan::CurrentUser { name, .. } => Some(name.clone()),
+                    _ => None,
+                })
+                .collect(),
+            false => Vec::new(),
+        };
         let mut plan = ReadPlan {
             method: inputs.method,
+            counts,
             mode: Mode::General,
             root,
             customs: customs.into_iter().collect(),
@@ -107,9 +135,11 @@ impl ReadPlan {
             visitor_bound: builder.visitor_bound || role_bound(req, inputs),
             has_errors: builder.has_errors,
             deps: builder.deps,
-            shape: ShapeKey::of(req, inputs.method, inputs.visitor.is_some()),
+            shape: ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose),
         };
-        plan.mode = plan.choose_mode(req, inputs.options);
+        if purpose == Purpose::Answer {
+            plan.mode = plan.choose_mode(req, inputs.options);
+        }
         Ok(plan)
     }
 
@@ -117,6 +147,12 @@ impl ReadPlan {
     /// too), and whether anything else decides its answer. Written once, while it is planned.
     pub fn dependencies(&self) -> &Dependencies {
         &self.deps
+    }
+
+    /// The members of the answer that are counts (the objects of a HEAD), by answer key:
+    /// `{"count": n}` each, which the answer's envelope goes around.
+    pub fn counts(&self) -> &[String] {
+        &self.counts
     }
 
     /// The shape the plan was made for: every request with this key runs this plan with its
@@ -169,7 +205,7 @@ impl ReadPlan {
                 Mode::General
             }
             (Node::Array(a), [MemberPlan::Array { plan: Ok(p), key }]) => {
-                if a.join.is_some() || p.paging.mode != crate::array::QueryMode::Rows {
+                if a.join.is_some() || p.paging.mode != paging::QueryMode::Rows {
                     return Mode::General;
                 }
                 if p.is_plain_list(a) {
@@ -186,7 +222,7 @@ impl ReadPlan {
 }
 
 /// Whether a role named anywhere in the request may filter rows by the visitor's identity.
-fn role_bound(req: &Request, inputs: &ReadInputs<'_>) -> bool {
+fn role_bound(req: &Request, inputs: &Context<'_>) -> bool {
     fn filtering(v: &Json) -> bool {
         !matches!(v.as_str(), Some("UNKNOWN" | "LOGIN"))
     }

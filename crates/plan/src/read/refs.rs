@@ -1,6 +1,7 @@
 //! Which results references can read, so that only those are kept (see [`References`]), how
 //! their paths are spelt, and the automatic keys of arrays' totals.
 
+use crate::condition::path::percent_decode;
 use apijet_request::{Container, Member, Node, TableEntry, TableObject};
 use std::collections::HashSet;
 
@@ -64,29 +65,6 @@ impl References {
     }
 }
 
-/// A reference path with its `%XX` escapes decoded (`User%5B%5D/id` → `User[]/id`).
-pub fn percent_decode(s: &str) -> String {
-    if !s.contains('%') {
-        return s.to_string();
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
-}
-
 /// `[]` → `list`, `User[]` → `userList`, `Comment:c[]` → `cList`, `Comment-userId[]` →
 /// `commentUseridlist`: the reference's JSONResponse.formatArrayKey, whose hyphen rule lowers
 /// every part before capitalising its first letter.
@@ -130,12 +108,5 @@ mod tests {
         assert_eq!(list_key("User-id[]"), "userIdlist");
         assert_eq!(list_key("Comment-userId[]"), "commentUseridlist");
         assert_eq!(list_key("Comment:c[]"), "cList");
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("User%5B%5D/id"), "User[]/id");
-        assert_eq!(percent_decode("a%"), "a%");
-        assert_eq!(percent_decode("%é1"), "%é1");
     }
 }

@@ -12,8 +12,8 @@ use apijet_request::{is_table_key, ConditionKey, KeyParts};
 use serde_json::{Map, Value};
 
 use super::value::{verify_type, verify_value, verify_verified_forms};
-use super::{bad_rule, ExistenceCheck, RequestRules};
-use crate::PlanError;
+use super::{bad_rule, ExistenceCheck};
+use crate::{Context, PlanError};
 
 /// Structure keys that are rules, never children.
 pub(super) const OPERATIONS: [&str; 13] = [
@@ -37,21 +37,26 @@ const ID: &str = "id";
 /// The owner column, checked like `id` but never required.
 const USER_ID: &str = "userId";
 
-/// State shared by the objects of one request.
-pub(super) struct Ctx<'a> {
-    /// The method the structures were looked up for.
-    pub method: Method,
-    /// The rules and the compiled patterns.
-    pub rules: &'a RequestRules,
+/// The verification of one request: its context (the method the structures were looked up
+/// for, the rules and their compiled patterns; a trusted request's structure is a whitelist,
+/// as if every object said `REFUSE: "!"`, so a sign-up can set no column the structure does
+/// not name), and what the objects verified so far left.
+pub(super) struct Verifier<'a> {
+    pub context: &'a Context<'a>,
     /// UNIQUE / EXIST checks collected so far, in verification order.
     pub checks: Vec<ExistenceCheck>,
     /// The `@role` the client put at the root: objects without their own role inherit it.
     pub root_role: Option<Value>,
-    /// `/register`: the structure is a whitelist, as if every object said `REFUSE: "!"`, so
-    /// a sign-up can set no column the structure does not name.
-    pub whitelist: bool,
     /// How many subqueries (`k@: {…}`, `@from@: {…}`) enclose the object being verified.
     pub subqueries: usize,
+}
+
+impl<'a> std::ops::Deref for Verifier<'a> {
+    type Target = Context<'a>;
+
+    fn deref(&self) -> &Context<'a> {
+        self.context
+    }
 }
 
 /// The column a key names, whatever operator or form spells it (see
@@ -107,7 +112,7 @@ fn rule_map<'t>(
 /// Verifies `real` (the object the client sent under `name`) against `target` and applies the
 /// structure's rewrites to it.
 pub(super) fn verify_object(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut Verifier<'_>,
     name: &str,
     target: &Map<String, Value>,
     real: &mut Map<String, Value>,
@@ -324,7 +329,7 @@ enum Apply {
 /// `k@` form, `!key` exemptions, declared children), so `!` never lets in another operator on
 /// an allowed column.
 fn check_refused(
-    ctx: &Ctx<'_>,
+    ctx: &Verifier<'_>,
     name: &str,
     target: &Map<String, Value>,
     must: &[&str],
@@ -334,7 +339,7 @@ fn check_refused(
     let m = ctx.method.name();
     let mut refused: Vec<&str> = Vec::new();
     let mut exempt: HashSet<&str> = HashSet::new();
-    let mut all_others = ctx.whitelist;
+    let mut all_others = ctx.trusted;
     for item in key_list(target, "REFUSE")? {
         match item.strip_prefix('!') {
             Some("") => all_others = true,
@@ -352,7 +357,7 @@ fn check_refused(
     };
     // A column the structure types or verifies is one it expects: under the `/register`
     // whitelist those are allowed too (in the exact spelling the rule names).
-    let typed: HashSet<&str> = if ctx.whitelist {
+    let typed: HashSet<&str> = if ctx.trusted {
         ["TYPE", "VERIFY"]
             .into_iter()
             .filter_map(|op| target.get(op).and_then(Value::as_object))
@@ -484,7 +489,7 @@ fn check_refused(
 /// Ids of a table object: POST may not choose its id; the other writes (and reads whose
 /// structure says `IS_ID_CONDITION_MUST: true`) must name their rows, a bounded number of them.
 pub(super) fn check_ids(
-    ctx: &Ctx<'_>,
+    ctx: &Verifier<'_>,
     parent: &str,
     key: &str,
     target: &Map<String, Value>,
@@ -508,7 +513,7 @@ pub(super) fn check_ids(
 }
 
 fn check_id(
-    ctx: &Ctx<'_>,
+    ctx: &Verifier<'_>,
     parent: &str,
     key: &str,
     real: &Map<String, Value>,

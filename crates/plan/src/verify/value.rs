@@ -230,35 +230,26 @@ enum VerifyOp {
     Like,
 }
 
-/// Splits `balance+&{}` into operator `{}`, logic `&`, column `balance+` (and `phone[{}` into
-/// `{}`, length function `[`, column `phone`), in the order of the condition-key grammar.
+/// Reads a `VERIFY` key with the condition-key grammar: `balance+&{}` is operator `{}`, logic
+/// `&`, checked key `balance+`; `phone[{}` is `{}` with length function `[` on `phone`. The
+/// operators a rule may end in are `{}`, `<>`, `~` and a plain `$`.
 fn parse_verify_key(key: &str) -> Option<(&str, Option<LengthFn>, Logic, VerifyOp)> {
-    let (op, mut body) = [
-        ("{}", VerifyOp::In),
-        ("<>", VerifyOp::Contains),
-        ("~", VerifyOp::Regex),
-        ("$", VerifyOp::Like),
-    ]
-    .into_iter()
-    .find_map(|(suffix, op)| key.strip_suffix(suffix).map(|b| (op, b)))?;
-    let logic = match body.chars().last() {
-        Some('&') => Logic::And,
-        Some('|') => Logic::Or,
-        Some('!') => Logic::Not,
-        _ => Logic::Default,
+    let parts = KeyParts::read(key);
+    let op = match parts.op {
+        Op::In => VerifyOp::In,
+        Op::Contains => VerifyOp::Contains,
+        Op::Regex {
+            case_insensitive: false,
+        } => VerifyOp::Regex,
+        Op::Like => VerifyOp::Like,
+        _ => return None,
     };
-    if logic != Logic::Default {
-        body = &body[..body.len() - 1];
-    }
-    let length = match body.chars().last() {
-        Some('[') => Some(LengthFn::Text),
-        Some('{') => Some(LengthFn::Json),
-        _ => None,
-    };
-    if length.is_some() {
-        body = &body[..body.len() - 1];
-    }
-    (!body.is_empty()).then_some((body, length, logic, op))
+    (!parts.column.is_empty() && !parts.reference).then_some((
+        parts.column,
+        parts.length,
+        parts.logic,
+        op,
+    ))
 }
 
 /// The request key a `VERIFY` key checks: `balance+` for `balance+&{}`, `_password` for

@@ -62,10 +62,9 @@ impl DemoScale {
 pub async fn scale_up(conn: &mut DbConn, engine: Engine, s: DemoScale) -> Result<(), String> {
     let q = |x: &str| engine.ident(x);
     let c = |parts: &[&str]| engine.concat(parts);
-    let empty = if engine == Engine::Postgres {
-        "'[]'::jsonb"
-    } else {
-        "'[]'"
+    let empty = match engine {
+        Engine::Postgres => "'[]'::jsonb",
+        Engine::Mariadb | Engine::Sqlite => "'[]'",
     };
     let users = s.users.max(1);
     let moments = s.moments.max(1);

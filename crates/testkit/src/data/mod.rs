@@ -86,12 +86,14 @@ pub fn series(engine: Engine, from: u64, to: u64) -> String {
 
 /// Fails early with a clear message when MariaDB lacks the Sequence engine (`seq_1_to_N`).
 pub async fn check_series(conn: &mut DbConn, engine: Engine) -> Result<(), String> {
-    if engine == Engine::Mariadb {
-        conn.count("SELECT count(*) FROM seq_1_to_2")
+    match engine {
+        Engine::Mariadb => conn
+            .count("SELECT count(*) FROM seq_1_to_2")
             .await
-            .map_err(|e| format!("MariaDB's Sequence engine (seq_1_to_N) is needed: {e}"))?;
+            .map(drop)
+            .map_err(|e| format!("MariaDB's Sequence engine (seq_1_to_N) is needed: {e}")),
+        Engine::Postgres | Engine::Sqlite => Ok(()),
     }
-    Ok(())
 }
 
 /// Runs `insert(from, to)` for `total` rows (`0..total`) in chunks, with a progress bar.
@@ -115,10 +117,9 @@ pub async fn fill(
 
 /// What follows `CREATE TABLE name (…)` on `engine`: MariaDB's storage engine and character set.
 pub fn table_options(engine: Engine) -> &'static str {
-    if engine == Engine::Mariadb {
-        " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-    } else {
-        ""
+    match engine {
+        Engine::Mariadb => " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        Engine::Postgres | Engine::Sqlite => "",
     }
 }
 

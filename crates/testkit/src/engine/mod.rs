@@ -43,6 +43,14 @@ impl Engine {
         }
     }
 
+    /// Embedded in apijet's process: no server of its own, no port, no database name.
+    pub fn embedded(self) -> bool {
+        match self {
+            Engine::Sqlite => true,
+            Engine::Postgres | Engine::Mariadb => false,
+        }
+    }
+
     /// A quoted identifier (the demo tables are mixed-case: `"Moment"`, `` `Moment` ``).
     pub fn ident(self, name: &str) -> String {
         match self {
