@@ -165,8 +165,10 @@ impl Ledger {
         let b = &self.budgets;
         let anonymous_read = !client.logged_in && kind.is_read();
         let login = kind == Kind::Login;
-        // Owed to a subscription admitted before: counted, not refused.
-        let owed = kind == Kind::Refetch;
+        // Owed to work admitted before (a subscription's refetch; the server's own write inside
+        // a call or login that was admitted): counted, not refused, or that work would fail
+        // halfway for a reason its client did not cause.
+        let owed = matches!(kind, Kind::Refetch | Kind::Server);
         let mut book = self.book();
         let clients_busy = book.clients.len();
         let total = book.total;
@@ -340,6 +342,29 @@ mod tests {
         let second = ledger.admit(light, READ).expect("within its share");
         assert!(ledger.admit(light, READ).is_err(), "past its share");
         drop((first, second, held));
+        assert_eq!(ledger.under_way(), 0);
+    }
+
+    #[test]
+    fn the_servers_own_write_inside_admitted_work_is_counted_but_never_refused() {
+        let ledger = Ledger::new(budgets(0, 0, 2));
+        let a = client("10.0.0.1", true);
+        let held = [
+            ledger.admit(a, READ).expect("one"),
+            ledger.admit(a, READ).expect("two"),
+        ];
+        assert!(ledger.admit(a, READ).is_err(), "the instance is full");
+        let own = ledger
+            .admit(
+                Client {
+                    key: None,
+                    logged_in: false,
+                },
+                Kind::Server,
+            )
+            .expect("a sign-up's or login's own write is owed to the call that asked for it");
+        assert_eq!(ledger.under_way(), 3, "and it is counted");
+        drop((own, held));
         assert_eq!(ledger.under_way(), 0);
     }
 
