@@ -21,6 +21,7 @@ mod batch;
 mod cache;
 mod container;
 mod deps;
+mod multiplex;
 pub(crate) mod paging;
 mod print;
 mod refs;
@@ -31,6 +32,9 @@ pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{PlanCache, ShapeKey, PLAN_SHAPES};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
+pub use multiplex::{
+    ListKind, MultiplexForm, MultiplexPlan, NotMultiplexed, MAX_LISTED_TEXT, MULTIPLEX_KEY,
+};
 pub use paging::{paging, Paging, QueryMode};
 pub use refs::{list_key, References};
 
