@@ -213,10 +213,7 @@ impl Display for MultiplexPlan {
         match &self.form {
             MultiplexForm::Object { key } => write!(f, "multiplex object {key}")?,
             MultiplexForm::List { key, wrap: None } => write!(f, "multiplex list {key}")?,
-            MultiplexForm::List {
-                key,
-                wrap: Some(w),
-            } => write!(f, "multiplex list {key} of {w}")?,
+            MultiplexForm::List { key, wrap: Some(w) } => write!(f, "multiplex list {key} of {w}")?,
         }
         writeln!(
             f,
