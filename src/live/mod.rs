@@ -26,7 +26,6 @@ pub mod registry;
 mod schedule;
 mod stream;
 pub mod subscribe;
-mod together;
 
 use crate::config::Config;
 use crate::pipeline::changes::EVERY_TABLE;
@@ -57,17 +56,18 @@ pub struct LiveSettings {
     pub concurrency: usize,
     /// The statement timeout of the reads of visitors who are not logged in (zero: none).
     pub anonymous_timeout: Duration,
+    /// Most bytes of an answer kept as the base of the next patch (`live_patch_bytes`).
+    pub patch_bytes: usize,
 }
 
 impl LiveSettings {
-    /// The settings of `cfg` for a database that can do `engine`.
-    pub fn of(cfg: &Config, engine: Capabilities) -> LiveSettings {
-        // PostgreSQL hears of other instances' writes (NOTIFY) and, with the triggers, of
-        // everyone's; MariaDB and SQLite have no such channel, so they look again.
-        let poll_ms = cfg.live_poll_ms.unwrap_or(match engine.change_feed {
-            true => 0,
-            false => cfg.live_interval_ms,
-        });
+    /// The settings of `cfg` (whatever the database can do: see `live_poll_ms`).
+    pub fn of(cfg: &Config, _engine: Capabilities) -> LiveSettings {
+        // An idle subscription costs nothing: it is read again when a table it reads changed
+        // (this instance's writes; on PostgreSQL, with the change feed, everyone's). Where
+        // other writers cannot be heard (MariaDB, SQLite), the operator who has them sets
+        // `live_poll_ms`.
+        let poll_ms = cfg.live_poll_ms.unwrap_or(0);
         LiveSettings {
             enabled: cfg.live,
             interval: Duration::from_millis(cfg.live_interval_ms.max(1)),
@@ -77,6 +77,7 @@ impl LiveSettings {
             max_per_visitor: cfg.live_max_per_visitor,
             concurrency: cfg.live_concurrency.max(1),
             anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+            patch_bytes: cfg.live_patch_bytes,
         }
     }
 }

@@ -56,23 +56,24 @@ impl Live {
             Query::new(pipeline, s.method, s.map, s.visitor).map_err(|e| pipeline.failure(&e))?;
         let read_at = Instant::now();
         let (answer, deps) = super::refetch::read_once(self, &query).await;
-        let written = Written::of(answer);
-        let Some(deps) = deps.filter(|_| written.code == 200) else {
+        let deps = match deps {
+            Some(deps) if answer.get("code").and_then(Json::as_u64) == Some(200) => deps,
             // Refused as its GET is: nothing to follow.
-            return Err(serde_json::from_slice(&written.full()).unwrap_or_default());
+            _ => return Err(answer),
         };
+        let written = Written::of(answer);
         let first_id = written.id.clone();
         let first = event(Some(&first_id), None, &written.full());
-        let (shared, subscription) = self.registry.join(Joining {
+        let joining = Joining {
             seat,
             query,
             written,
             deps,
             read_at,
             patch: s.patch,
-        });
+        };
+        let (_, mut answers, subscription) = self.registry.join(joining, self.settings.patch_bytes);
         self.wake.notify_one();
-        let mut answers = shared.latest.subscribe();
         if answers.borrow().id != first_id {
             // A refetch published a newer answer since this one was read.
             answers.mark_changed();

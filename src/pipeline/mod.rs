@@ -8,6 +8,7 @@
 pub mod answer;
 pub mod changes;
 mod connect;
+mod multiplexed;
 mod read;
 pub mod snapshot;
 mod whole;

@@ -63,7 +63,6 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
     let mut routed = Routed {
         refused: vec![false; sinks.len()],
         sinks,
-        form,
     };
     let result = env.backend.fetch(&stmt, &mut routed).await;
     let result = match (result, env.fallback) {
@@ -71,6 +70,9 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
             // Reads change nothing: a replica that could not answer is replaced by the
             // primary (nothing of these answers has left: they are held whole).
             routed.restart();
+            for sink in routed.sinks.iter_mut() {
+                sink.open(form);
+            }
             primary.fetch(&stmt, &mut routed).await
         }
         (result, _) => result,
@@ -83,12 +85,10 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
 }
 
 /// Hands each row, without its key, to the sink of its key.
-struct Routed<'s, 'p, S> {
+struct Routed<'s, S> {
     sinks: &'s mut [S],
     /// Per key: its sink refused a row.
     refused: Vec<bool>,
-    /// The form each sink is opened with (again after a restart).
-    form: Form<'p>,
 }
 
 /// The key a row carries: its list position, as each engine types it.
@@ -102,7 +102,7 @@ fn key_of(cell: Option<&Cell<'_>>) -> Option<usize> {
     }
 }
 
-impl<'p, S: AnswerSink<'p>> RowSink for Routed<'_, 'p, S> {
+impl<S: RowSink> RowSink for Routed<'_, S> {
     fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
         for sink in self.sinks.iter_mut() {
             sink.columns(names.clone().skip(1));
@@ -128,10 +128,11 @@ impl<'p, S: AnswerSink<'p>> RowSink for Routed<'_, 'p, S> {
         true
     }
 
+    /// Restarted by a backend that runs the statement again: a sink that cannot take rows
+    /// again without being opened (a list's) refuses them, and its request is read alone.
     fn restart(&mut self) {
         for sink in self.sinks.iter_mut() {
             sink.restart();
-            sink.open(self.form);
         }
         self.refused.fill(false);
     }
