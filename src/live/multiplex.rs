@@ -101,14 +101,14 @@ pub async fn read_together(
     // The slot whose lists leave the fewest reads.
     let mut best: Option<(usize, Arc<MultiplexPlan>, Vec<Group>)> = None;
     for slot in MultiplexPlan::slots(&shape) {
-        let Ok(plan) = MultiplexPlan::of(&shape, slot) else {
+        let Ok(plan) = shape.multiplexed(slot) else {
             continue;
         };
         let groups = groups(&plan, &shape, results);
         let together: usize = groups.iter().map(|g| g.members.len()).sum();
         let reads = groups.len() + results.len() - together;
         if best.as_ref().is_none_or(|(r, ..)| reads < *r) {
-            best = Some((reads, Arc::new(plan), groups));
+            best = Some((reads, plan, groups));
         }
     }
     let Some((_, plan, groups)) = best else {
