@@ -124,12 +124,11 @@ impl<S: RowSink> RowSink for Routed<'_, S> {
         Ok(())
     }
 
+    /// Only when every answer can start over (a list's writer cannot, once it took rows).
     fn restartable(&self) -> bool {
-        true
+        self.sinks.iter().all(RowSink::restartable)
     }
 
-    /// Restarted by a backend that runs the statement again: a sink that cannot take rows
-    /// again without being opened (a list's) refuses them, and its request is read alone.
     fn restart(&mut self) {
         for sink in self.sinks.iter_mut() {
             sink.restart();
