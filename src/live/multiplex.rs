@@ -13,8 +13,10 @@
 use super::answer::Written;
 use super::registry::Shared;
 use super::Live;
+use crate::pipeline::multiplexed::Multiplexed;
+use crate::pipeline::prepare::Client;
 use apijet_core::Method;
-use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan, ReadPlan};
+use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,19 +42,19 @@ struct Group {
 }
 
 /// The groups of `results` read together over `plan`'s slot, and the results left alone.
-fn groups(plan: &MultiplexPlan, shape: &ReadPlan, results: &[Arc<Shared>]) -> Vec<Group> {
+fn groups(plan: &Multiplexed, results: &[Arc<Shared>]) -> Vec<Group> {
     let mut by_key: HashMap<String, Group> = HashMap::new();
     for (i, r) in results.iter().enumerate() {
-        if r.wants_patches() || r.query.method != Method::Get {
+        if r.wants_patches() || r.query.method != Method::Get || r.query.source.is_some() {
             continue;
         }
-        let Some(kind) = plan.accepts(&r.query.values) else {
+        let Some(kind) = plan.plan.accepts(&r.query.read.values) else {
             continue;
         };
-        let mut others = r.query.values.clone();
-        others[plan.slot] = Json::Null;
-        let visitor = match shape.visitor_bound {
-            true => format!("{:?}", r.query.visitor),
+        let mut others = r.query.read.values.clone();
+        others[plan.plan.slot] = Json::Null;
+        let visitor = match plan.visitor_bound {
+            true => format!("{:?}", r.query.visitor()),
             false => String::new(),
         };
         let key = format!("{kind:?}\u{0}{visitor}\u{0}{}", Json::Array(others));
@@ -89,26 +91,25 @@ pub async fn read_together(
     }
     let pipeline = &live.pipeline;
     let snapshot = pipeline.snapshot();
-    let visitor = query.visitor.as_ref();
-    let Ok(shape) = pipeline.plan_of(&query.req, query.method, visitor, &snapshot) else {
+    let Ok((slots, deps)) = pipeline.multiplex_slots(&snapshot, &query.read, &query.client) else {
         return Together {
             alone: all(),
             deps: Dependencies::default(),
             ran: 0,
         };
     };
-    let deps = shape.dependencies().clone();
     // The slot whose lists leave the fewest reads.
     let mut best: Option<(usize, Arc<MultiplexPlan>, Vec<Group>)> = None;
-    for slot in MultiplexPlan::slots(&shape) {
-        let Ok(plan) = shape.multiplexed(slot) else {
+    for slot in slots {
+        let planned = pipeline.plan_multiplexed(&snapshot, &query.read, &query.client, slot);
+        let Ok(Some(plan)) = planned else {
             continue;
         };
-        let groups = groups(&plan, &shape, results);
+        let groups = groups(&plan, results);
         let together: usize = groups.iter().map(|g| g.members.len()).sum();
         let reads = groups.len() + results.len() - together;
         if best.as_ref().is_none_or(|(r, ..)| reads < *r) {
-            best = Some((reads, plan, groups));
+            best = Some((reads, plan.plan, groups));
         }
     }
     let Some((_, plan, groups)) = best else {
@@ -164,22 +165,17 @@ async fn read_list(
         return Vec::new();
     };
     let query = &results[first].query;
-    let listed: Vec<Json> = chunk
+    let listed: Vec<(Json, &Client)> = chunk
         .iter()
-        .map(|&i| results[i].query.values[plan.slot].clone())
+        .map(|&i| {
+            let q = &results[i].query;
+            (q.read.values[plan.slot].clone(), &q.client)
+        })
         .collect();
-    let visitor = query.visitor.as_ref();
-    let read =
-        live.pipeline
-            .read_multiplexed(plan, query.method, &query.values, &listed, kind, visitor);
-    let watch = apijet_exec::cancel::current().with_timeout(
-        match visitor {
-            None => live.settings.anonymous_timeout,
-            Some(_) => std::time::Duration::ZERO,
-        },
-        "anonymous_statement_timeout_ms",
-    );
-    let Ok(answers) = apijet_exec::cancel::watched(watch, read).await else {
+    let read = live
+        .pipeline
+        .run_multiplexed(plan, &query.read.values, &listed, kind);
+    let Ok(answers) = read.await else {
         return Vec::new();
     };
     let time = apijet_response::now_ms();
