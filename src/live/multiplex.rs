@@ -175,8 +175,16 @@ async fn read_list(
     let read = live
         .pipeline
         .run_multiplexed(plan, &query.read.values, &listed, kind);
-    let Ok(answers) = read.await else {
-        return Vec::new();
+    let answers = match read.await {
+        Ok(answers) => answers,
+        Err(e) => {
+            // Each is read alone, which answers the error to whom it concerns.
+            tracing::debug!(
+                "a multiplexed read failed, its {} results are read alone: {e}",
+                chunk.len()
+            );
+            return Vec::new();
+        }
     };
     let time = apijet_response::now_ms();
     let mut answered = Vec::with_capacity(chunk.len());

@@ -97,9 +97,12 @@ fn multiplexed_as_their_gets(s: &Server) {
         .take(8)
         .map(|c| c["id"].as_i64().expect("id"))
         .collect();
-    // Users with comments, Ada's id as text too (a list of its own kind), and a user with none.
+    // Users with comments, Ada's and another user's id as text too (a list of its own kind),
+    // and a user with none.
     let mut values: Vec<Value> = users.iter().map(|u| json!(u)).collect();
+    let other = users.iter().find(|u| **u != 82001).expect("another user");
     values.push(json!("82001"));
+    values.push(json!(other.to_string()));
     values.push(json!(987_654_321));
     let mut subs = Vec::new();
     for v in &values {
@@ -133,8 +136,8 @@ fn multiplexed_as_their_gets(s: &Server) {
     assert_eq!(code(&post(&mut admin, "/reload", &json!({}))), 200);
     wait_for_metric(s, "apijet_live_refetches_total", rounds_before + 2.0);
     let reads = metric(s, "apijet_live_reads_total") - reads_before;
-    // One read per list of one kind: the numbers of the userId shape, the comments' ids; the
-    // userId as text is alone in its kind, so read alone.
+    // One read per list of one kind: the numbers and the texts of the userId shape, the
+    // comments' ids.
     assert_eq!(
         reads, 3.0,
         "{reads} reads refetched {n} subscriptions of 2 shapes"

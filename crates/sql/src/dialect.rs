@@ -12,8 +12,15 @@ pub trait Dialect: Send + Sync {
 
     /// Writes a table of the values of a list bound as one JSON array text (bind number
     /// `n`): a derived table with the columns [`LIST_KEY`] (each value's position, from 0) and
-    /// [`LIST_VALUE`] (the value, of `kind`), for a multiplexed read.
-    fn listed_values(&self, n: usize, kind: ListKind, out: &mut String);
+    /// [`LIST_VALUE`] (the value, of `kind`, typed as a column of `compared` where the values
+    /// are compared with one), for a multiplexed read.
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        compared: Option<ColumnKind>,
+        out: &mut String,
+    );
 
     /// Writes the placeholder for bind number `n` (1-based).
     fn placeholder(&self, n: usize, out: &mut String);
@@ -198,7 +205,13 @@ fn push_number(n: usize, out: &mut String) {
 }
 
 impl Dialect for Sqlite {
-    fn listed_values(&self, n: usize, _kind: ListKind, out: &mut String) {
+    fn listed_values(
+        &self,
+        n: usize,
+        _kind: ListKind,
+        _compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
         // json_each types each element as JSON does, and counts from 0.
         out.push_str("(SELECT \"key\" AS ");
         self.quote(LIST_KEY, out);
@@ -282,10 +295,20 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
-    fn listed_values(&self, n: usize, kind: ListKind, out: &mut String) {
-        let cast = match kind {
-            ListKind::Int => "::int8",
-            ListKind::Text => "",
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
+        // Typed as the column they are compared with, as a bound value would be inferred.
+        let cast = match (compared, kind) {
+            (Some(ColumnKind::Int), _) => "::int8",
+            (Some(ColumnKind::Float | ColumnKind::Decimal), _) => "::numeric",
+            (Some(ColumnKind::Text), _) => "",
+            (_, ListKind::Int) => "::int8",
+            (_, ListKind::Text) => "",
         };
         list_columns(self, cast, out);
         out.push_str("jsonb_array_elements_text(");
@@ -409,7 +432,13 @@ impl Dialect for Postgres {
 }
 
 impl Dialect for MySql {
-    fn listed_values(&self, n: usize, kind: ListKind, out: &mut String) {
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        _compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
         list_columns(self, "", out);
         out.push_str("JSON_TABLE(");
         self.placeholder(n, out);

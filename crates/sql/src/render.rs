@@ -290,7 +290,8 @@ impl Writer<'_> {
         self.d.quote(ROW, out);
         out.push_str(" FROM ");
         self.binds.push(Bind::Slot(plan.slot));
-        self.d.listed_values(self.binds.len(), kind, out);
+        self.d
+            .listed_values(self.binds.len(), kind, plan.compared, out);
         out.push_str(" AS ");
         self.d.quote(LISTED, out);
         out.push_str(" CROSS JOIN ");

@@ -242,11 +242,8 @@ fn a_multiplexed_list_joins_its_values_in_and_numbers_each_keys_rows() {
         "{}",
         pg.sql
     );
-    assert!(
-        pg.sql.contains("\"x\"::int8 AS \"apijet~value\""),
-        "{}",
-        pg.sql
-    );
+    // Numbers listed for a text column are typed as the column, as a bound value would be.
+    assert!(pg.sql.contains("\"x\" AS \"apijet~value\""), "{}", pg.sql);
     let my = crate::render_multiplexed(&MySql { mariadb: true }, &plan, ListKind::Int);
     assert!(
         my.sql

@@ -16,7 +16,8 @@
 //! is refused with the reason, and its requests are read one by one.
 
 use super::{Mode, ReadPlan};
-use crate::query::{OrderItem, Select};
+use crate::query::{Expr, OrderItem, Pred, Select};
+use crate::schema::ColumnKind;
 use crate::template::{SlotCheck, StatementText, Template};
 use serde_json::Value as Json;
 use std::fmt::{self, Display, Formatter};
@@ -109,6 +110,9 @@ pub struct MultiplexPlan {
     pub per_key: u64,
     /// Rows skipped per key.
     pub offset: u64,
+    /// The kind of the column the slot is compared with, where it is one (`column = $slot`):
+    /// the listed values are typed as that column (PostgreSQL compares no integer with text).
+    pub compared: Option<ColumnKind>,
     /// What the other slots' values must be (each request's are checked with
     /// [`MultiplexPlan::accepts`]).
     checks: Vec<(usize, SlotCheck)>,
@@ -159,6 +163,7 @@ impl MultiplexPlan {
         if !plain {
             return Err(NotMultiplexed::Statement);
         }
+        let compared = s.filter.as_ref().and_then(|p| compared_kind(p, slot));
         let mut select = s.clone();
         let per_key = select.limit.take().unwrap_or(1);
         let offset = std::mem::take(&mut select.offset);
@@ -169,6 +174,7 @@ impl MultiplexPlan {
             select,
             per_key,
             offset,
+            compared,
             checks: template.checks.clone(),
             texts: Default::default(),
         })
@@ -222,4 +228,29 @@ impl Display for MultiplexPlan {
         )?;
         writeln!(f, "  {}", self.select)
     }
+}
+
+/// The kind of the column `slot` is compared with in `p`, when every comparison of it is with
+/// a column of one kind.
+fn compared_kind(p: &Pred, slot: usize) -> Option<ColumnKind> {
+    fn walk(p: &Pred, slot: usize, found: &mut Vec<ColumnKind>, depth: usize) {
+        if depth > 64 {
+            return;
+        }
+        match p {
+            Pred::And(v) | Pred::Or(v) => v.iter().for_each(|q| walk(q, slot, found, depth + 1)),
+            Pred::Not(q) => walk(q, slot, found, depth + 1),
+            Pred::Cmp(Expr::Column { kind, .. }, _, Expr::Slot(s))
+            | Pred::Cmp(Expr::Slot(s), _, Expr::Column { kind, .. })
+                if *s == slot =>
+            {
+                found.push(*kind)
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(p, slot, &mut found, 0);
+    let first = *found.first()?;
+    found.iter().all(|k| *k == first).then_some(first)
 }
