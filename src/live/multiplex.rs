@@ -16,7 +16,7 @@ use super::Live;
 use crate::pipeline::multiplexed::Multiplexed;
 use crate::pipeline::prepare::Client;
 use apijet_core::Method;
-use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan};
+use apijet_plan::read::{Dependencies, ListKind};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,7 +99,7 @@ pub async fn read_together(
         };
     };
     // The slot whose lists leave the fewest reads.
-    let mut best: Option<(usize, Arc<MultiplexPlan>, Vec<Group>)> = None;
+    let mut best: Option<(usize, Arc<Multiplexed>, Vec<Group>)> = None;
     for slot in slots {
         let planned = pipeline.plan_multiplexed(&snapshot, &query.read, &query.client, slot);
         let Ok(Some(plan)) = planned else {
@@ -109,7 +109,7 @@ pub async fn read_together(
         let together: usize = groups.iter().map(|g| g.members.len()).sum();
         let reads = groups.len() + results.len() - together;
         if best.as_ref().is_none_or(|(r, ..)| reads < *r) {
-            best = Some((reads, plan.plan, groups));
+            best = Some((reads, Arc::new(plan), groups));
         }
     }
     let Some((_, plan, groups)) = best else {
@@ -156,7 +156,7 @@ pub async fn read_together(
 /// One list read together: publishes the answers it has; returns the results it answered.
 async fn read_list(
     live: &Live,
-    plan: &MultiplexPlan,
+    plan: &Multiplexed,
     results: &[Arc<Shared>],
     chunk: &[usize],
     kind: ListKind,
@@ -169,7 +169,7 @@ async fn read_list(
         .iter()
         .map(|&i| {
             let q = &results[i].query;
-            (q.read.values[plan.slot].clone(), &q.client)
+            (q.read.values[plan.plan.slot].clone(), &q.client)
         })
         .collect();
     let read = live

@@ -11,7 +11,7 @@ use super::snapshot::Snapshot;
 use super::Pipeline;
 use crate::ledger::Kind;
 use apijet_exec::read::run_multiplexed;
-use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan};
+use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan, ReadPlan};
 use apijet_response::answer::AnswerWriter;
 use apijet_response::ApiError;
 use bytes::Bytes;
@@ -22,6 +22,8 @@ use std::sync::Arc;
 pub struct Multiplexed {
     /// The plan.
     pub plan: Arc<MultiplexPlan>,
+    /// The plan of the shape it was made from (a nested list's items are read by it).
+    pub shape: Arc<ReadPlan>,
     /// The plan holds the visitor's own values: only one visitor's requests share a list.
     pub visitor_bound: bool,
 }
@@ -54,10 +56,11 @@ impl Pipeline {
         Ok(read.plan.multiplexed(slot).ok().map(|plan| Multiplexed {
             plan,
             visitor_bound: read.plan.visitor_bound,
+            shape: Arc::clone(&read.plan),
         }))
     }
 
-    /// Runs `plan` for the values `listed` of its slot, the other slots holding `values`, one
+    /// Runs `planned` for the values `listed` of its slot, the other slots holding `values`, one
     /// value per client of `clients` (each admitted as a refetch of its own; their visitors
     /// are alike, or the plan would not be shared): per listed value its answer's text
     /// without `time`, or `None` where that answer passed its budget or its client was not
@@ -67,7 +70,7 @@ impl Pipeline {
     /// (`max_answer_bytes`): each within its share, a larger one read alone.
     pub async fn run_multiplexed(
         &self,
-        plan: &MultiplexPlan,
+        planned: &Multiplexed,
         values: &[Json],
         listed: &[(Json, &Client)],
         kind: ListKind,
@@ -103,7 +106,7 @@ impl Pipeline {
             .iter()
             .map(|_| AnswerWriter::held(opts.max_rows, share))
             .collect();
-        let run = run_multiplexed(plan, &env, &list, kind, &mut sinks);
+        let run = run_multiplexed(&planned.shape, &planned.plan, &env, &list, kind, &mut sinks);
         let done = apijet_exec::cancel::watched(watch, run).await?;
         for ((key, sink), &i) in sinks.into_iter().enumerate().zip(&keys) {
             if done.refused.binary_search(&key).is_err() {

@@ -180,6 +180,115 @@ fn multiplexed_as_their_gets(s: &Server) {
     assert_eq!(changed, 2, "only Ada's lists changed");
 }
 
+/// A page of a user's moments, each with its author and its first comments: a nested list
+/// whose items are read from its main rows (members batched by their parents).
+fn page_of(user: &Value) -> Value {
+    json!({"[]": {"count": 5, "Moment": {"userId": user, "@order": "id-"},
+        "User": {"id@": "/Moment/userId", "@column": "id,name"},
+        "Comment[]": {"count": 3, "Comment": {"momentId@": "[]/Moment/id"}}}})
+}
+
+/// A moment with its author and its first comments (a general read).
+fn record_of(moment: i64) -> Value {
+    json!({"Moment": {"id": moment}, "User": {"id@": "Moment/userId"},
+        "Comment[]": {"count": 3, "Comment": {"momentId@": "Moment/id"}}})
+}
+
+#[test]
+fn nested_shapes_multiplex_by_their_first_statement_and_each_subscriber_gets_exactly_its_own_answer(
+) {
+    for (engine, url) in demo_databases("live_multiplex_nested") {
+        eprintln!("live_multiplex nested on {engine}");
+        let s = Server::start(
+            &url,
+            &format!("live_interval_ms = 300\nadmins = [82001]\nmetrics_token = \"{METRICS}\"\n"),
+        );
+        nested_as_their_gets(&s);
+    }
+}
+
+fn nested_as_their_gets(s: &Server) {
+    let listed = s.post(
+        "/get",
+        r#"{"Moment[]":{"count":30,"Moment":{"@column":"id,userId","@order":"id+"}}}"#,
+    );
+    let rows = listed["Moment[]"].as_array().expect("moments").clone();
+    let mut users: Vec<i64> = rows
+        .iter()
+        .map(|m| m["userId"].as_i64().expect("userId"))
+        .collect();
+    users.push(82001);
+    users.sort_unstable();
+    users.dedup();
+    assert!(users.len() >= 3, "{users:?}");
+    let moments: Vec<i64> = (rows.iter().take(3))
+        .map(|m| m["id"].as_i64().expect("id"))
+        .collect();
+    // Users with moments, one twice (two subscribers of one value), and one with none.
+    let mut values: Vec<Value> = users.iter().map(|u| json!(u)).collect();
+    values.push(json!(82001));
+    values.push(json!(987_654_321));
+    let mut subs = Vec::new();
+    for v in &values {
+        subs.push(subscribe(s, &page_of(v)));
+    }
+    for m in &moments {
+        subs.push(subscribe(s, &record_of(*m)));
+    }
+    let n = subs.len() as f64;
+    assert_eq!(wait_for_metric(s, "apijet_live_subscriptions", n), n);
+    assert_eq!(metric(s, "apijet_live_shapes"), 2.0, "one shape per form");
+
+    // Every shape read again: the pages by one read, the records (a general read) each alone.
+    let (rounds_before, reads_before) = (
+        metric(s, "apijet_live_refetches_total"),
+        metric(s, "apijet_live_reads_total"),
+    );
+    let mut admin = ada(s);
+    assert_eq!(code(&post(&mut admin, "/reload", &json!({}))), 200);
+    wait_for_metric(s, "apijet_live_refetches_total", rounds_before + 2.0);
+    let reads = metric(s, "apijet_live_reads_total") - reads_before;
+    let alone = moments.len() as f64;
+    assert_eq!(
+        reads,
+        1.0 + alone,
+        "{reads} reads refetched {n} subscriptions"
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    for (form, events, _) in &mut subs {
+        assert!(
+            events.next(Duration::from_millis(1)).is_none(),
+            "an unchanged answer was sent again: {form}"
+        );
+    }
+
+    // A moment of Ada's changes: every subscription's answer is its GET's again.
+    let mine = s.post("/get", &page_of(&json!(82001)).to_string());
+    let moment = mine["[]"][0]["Moment"]["id"]
+        .as_i64()
+        .expect("a moment of Ada's");
+    put_moment_content(&mut admin, moment, "multiplexed nested");
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut changed = 0;
+    for (form, events, last) in &mut subs {
+        let now = s.post("/get", &form.to_string());
+        let mut seen = last.clone();
+        while let Some(e) = events.next(Duration::from_millis(1)) {
+            seen = e.json();
+            changed += 1;
+        }
+        if content(now.clone()) != content(seen.clone()) {
+            if let Some(e) = events.next(WAIT) {
+                seen = e.json();
+                changed += 1;
+            }
+        }
+        assert_eq!(content(seen), content(now), "{form}");
+    }
+    // Ada's page, by both of its subscribers.
+    assert!(changed >= 2, "{changed} answers changed");
+}
+
 #[test]
 fn an_idle_subscription_is_read_again_only_when_a_table_it_reads_changes() {
     // The default settings: no poll.

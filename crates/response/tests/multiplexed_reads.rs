@@ -157,7 +157,7 @@ proptest! {
                 .iter()
                 .map(|_| AnswerWriter::held(options.max_rows, options.max_answer_bytes))
                 .collect();
-            let done = run_multiplexed(&multiplexed, &env(&backend, &options, &values), &listed, kind, &mut sinks)
+            let done = run_multiplexed(&plan, &multiplexed, &env(&backend, &options, &values), &listed, kind, &mut sinks)
                 .await
                 .expect("a multiplexed read");
             assert!(done.refused.is_empty(), "{done:?}");

@@ -53,6 +53,19 @@ pub(super) struct ArrayRun<'r> {
     totals: Option<(Json, Json)>,
 }
 
+impl<'r> ArrayRun<'r> {
+    /// The run of the array `plan` at the root under `key`, whose rows were read by `select`
+    /// (a multiplexed read's, see `multiplex`): no totals.
+    pub(super) fn at_root(plan: &'r ArrayPlan, key: &str, select: Select) -> ArrayRun<'r> {
+        ArrayRun {
+            plan,
+            arr_path: key.to_string(),
+            select,
+            totals: None,
+        }
+    }
+}
+
 /// The binding of an array: its rows to read, or an answer known without them.
 pub(super) enum Prepared<'r> {
     Run(Box<ArrayRun<'r>>),
@@ -201,7 +214,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Builds the items of `rows`, the rows from index `base` of the page, and hands them on.
-    async fn chunk_items<S: ItemSink>(
+    pub(super) async fn chunk_items<S: ItemSink>(
         &mut self,
         run: &ArrayRun<'a>,
         mut rows: Vec<Map<String, Json>>,

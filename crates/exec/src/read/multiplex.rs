@@ -3,11 +3,12 @@
 //! column), never by a column of the answer. Each sink gets the answer of its value's request
 //! in the form the shape's own read gives it, as if it had run alone.
 
-use super::ReadEnv;
+use super::arrays::ArrayRun;
+use super::{ReadEnv, Reader};
 use crate::cell::Cell;
-use crate::sink::{AnswerSink, ColumnNames, Form, RowSink, SinkError};
+use crate::sink::{AnswerSink, CollectSink, ColumnNames, Form, RowSink, SinkError};
 use crate::ExecError;
-use apijet_plan::read::{ListKind, MultiplexForm, MultiplexPlan};
+use apijet_plan::read::{ListKind, MultiplexForm, MultiplexPlan, ReadPlan};
 use apijet_plan::template::Template;
 use apijet_sql::{render_multiplexed, Statement};
 use serde_json::Value as Json;
@@ -20,10 +21,11 @@ pub struct Multiplexed {
     pub refused: Vec<usize>,
 }
 
-/// Runs `plan` for the values `listed` (all of `kind`, one per sink, in order) with the other
-/// slots' values `env.values`, into `sinks`: `sinks[i]` gets the answer of the request whose
-/// slot holds `listed[i]`.
+/// Runs `plan` (made from `read`, the plan of its shape) for the values `listed` (all of
+/// `kind`, one per sink, in order) with the other slots' values `env.values`, into `sinks`:
+/// `sinks[i]` gets the answer of the request whose slot holds `listed[i]`.
 pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
+    read: &'p ReadPlan,
     plan: &'p MultiplexPlan,
     env: &ReadEnv<'_>,
     listed: &[Json],
@@ -45,21 +47,17 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
             wrap: wrap.as_deref(),
             json_outputs: &plan.json_outputs,
         },
+        MultiplexForm::Items { key } => {
+            for sink in sinks.iter_mut() {
+                sink.open(Form::Items { key });
+            }
+            return read_items(read, plan, key, env, listed, kind, sinks).await;
+        }
     };
     for sink in sinks.iter_mut() {
         sink.open(form);
     }
-    let text = plan.text(kind, |p, k| render_multiplexed(env.dialect, p, k));
-    // The list is bound in its slot's place, as one JSON array text.
-    let mut values = env.values.to_vec();
-    let Some(slot) = values.get_mut(plan.slot) else {
-        return Err(ExecError::Invalid("the listed slot has no value".into()));
-    };
-    *slot = Json::String(Json::Array(listed.to_vec()).to_string());
-    let stmt = Statement {
-        sql: text.sql.clone(),
-        binds: Template::binds(text, &values),
-    };
+    let stmt = statement(plan, env, listed, kind)?;
     let mut routed = Routed {
         refused: vec![false; sinks.len()],
         sinks,
@@ -79,6 +77,122 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
     };
     result?;
     let refused = (routed.refused.iter().enumerate())
+        .filter_map(|(key, refused)| refused.then_some(key))
+        .collect();
+    Ok(Multiplexed { refused })
+}
+
+/// The multiplexed statement for the values `listed`.
+fn statement(
+    plan: &MultiplexPlan,
+    env: &ReadEnv<'_>,
+    listed: &[Json],
+    kind: ListKind,
+) -> Result<Statement, ExecError> {
+    let text = plan.text(kind, |p, k| render_multiplexed(env.dialect, p, k));
+    // The list is bound in its slot's place, as one JSON array text.
+    let mut values = env.values.to_vec();
+    let Some(slot) = values.get_mut(plan.slot) else {
+        return Err(ExecError::Invalid("the listed slot has no value".into()));
+    };
+    *slot = Json::String(Json::Array(listed.to_vec()).to_string());
+    Ok(Statement {
+        sql: text.sql.clone(),
+        binds: Template::binds(text, &values),
+    })
+}
+
+/// Most items built at once: as a nested list's own read, each level's members are read by
+/// one statement per this many parents.
+const ITEMS_AT_ONCE: usize = 1_000;
+
+/// A nested list for every listed value: the items' main rows by the multiplexed statement,
+/// each key's within its share of the answer's budget; then the items of all keys built
+/// together as the shape's own read builds them (`arrays`: its members batched by their
+/// parents' keys, one statement per level for up to [`ITEMS_AT_ONCE`] items of any keys),
+/// and handed to the sink of their key. Together they stay within one answer's budget
+/// (`max_rows`, `max_answer_bytes`), so none answers what its own read would refuse; past
+/// it the read fails and each is read alone.
+async fn read_items<'p, S: AnswerSink<'p>>(
+    read: &'p ReadPlan,
+    plan: &'p MultiplexPlan,
+    key: &str,
+    env: &ReadEnv<'_>,
+    listed: &[Json],
+    kind: ListKind,
+    sinks: &mut [S],
+) -> Result<Multiplexed, ExecError> {
+    let Some((_, list)) = read.list() else {
+        return Err(ExecError::Invalid(
+            "a multiplexed nested list needs its shape's list".into(),
+        ));
+    };
+    let stmt = statement(plan, env, listed, kind)?;
+    let opts = env.options;
+    let share = opts.max_answer_bytes / listed.len().max(1);
+    let mut rows: Vec<CollectSink> = listed
+        .iter()
+        .map(|_| CollectSink::within(&plan.json_outputs, opts.max_rows, share))
+        .collect();
+    let mut routed = Routed {
+        refused: vec![false; rows.len()],
+        sinks: &mut rows,
+    };
+    let mut backend = env.backend;
+    let result = env.backend.fetch(&stmt, &mut routed).await;
+    let result = match (result, env.fallback) {
+        (Err(e), Some(primary)) if e.is_unreachable() => {
+            routed.restart();
+            backend = primary;
+            primary.fetch(&stmt, &mut routed).await
+        }
+        (result, _) => result,
+    };
+    result?;
+    let refused = std::mem::take(&mut routed.refused);
+    let mut reader = Reader::new(read, env, backend);
+    let (count, bytes) = (rows.iter()).fold((0, 0), |(n, b), s| (n + s.rows.len(), b + s.bytes));
+    reader.hold(count, bytes)?;
+    // Every kept row, with the key whose item it leads.
+    let mut owners = Vec::new();
+    let mut mains = Vec::new();
+    for (k, sink) in rows.iter_mut().enumerate() {
+        if !refused[k] {
+            owners.extend(std::iter::repeat_n(k, sink.rows.len()));
+            mains.append(&mut sink.rows);
+        }
+    }
+    drop(rows);
+    let run = ArrayRun::at_root(list, key, plan.select.clone());
+    let prefix = format!("{key}/");
+    let mut base = 0;
+    let mut owners = owners.into_iter();
+    let mut mains = mains.into_iter();
+    loop {
+        let chunk: Vec<_> = mains.by_ref().take(ITEMS_AT_ONCE).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        let mut items: Vec<Json> = Vec::with_capacity(n);
+        reader
+            .chunk_items(&run, chunk, base, &stmt, &mut items)
+            .await?;
+        if items.len() != n {
+            return Err(ExecError::Invalid(
+                "a multiplexed nested list built other than one item per row".into(),
+            ));
+        }
+        for (item, k) in items.into_iter().zip(owners.by_ref()) {
+            if let Some(sink) = sinks.get_mut(k) {
+                sink.item(item);
+            }
+        }
+        base += n;
+        // Items refer to their own members and parents only (see `stream`).
+        reader.results.retain(|k, _| !k.starts_with(&prefix));
+    }
+    let refused = (refused.iter().enumerate())
         .filter_map(|(key, refused)| refused.then_some(key))
         .collect();
     Ok(Multiplexed { refused })

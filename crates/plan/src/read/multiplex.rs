@@ -9,13 +9,16 @@
 //! which `@column` may rename or leave out. Paging holds per key: each key's rows are numbered
 //! in the request's order and only its own page is kept.
 //!
-//! A shape is multiplexed when its answer is one statement's rows (a point lookup or a plain
-//! list, [`Mode::Point`] / [`Mode::List`]) whose request values are only bound (a
-//! [`Template`]), and that statement neither groups nor joins: then the multiplexed statement
-//! answers every key exactly as the shape's own statement answers its request. Any other shape
-//! is refused with the reason, and its requests are read one by one.
+//! A shape is multiplexed when its first statement answers it or leads it: a point lookup or
+//! a plain list ([`Mode::Point`] / [`Mode::List`]), whose answer is that statement's rows, or
+//! a nested list ([`Mode::Nested`]), whose items are built from that statement's rows as the
+//! shape's own read builds them (their members read for all items at once, by their parents'
+//! keys). The statement's request values are only bound (a [`Template`]), and it neither
+//! groups nor joins: then the multiplexed statement answers every key exactly as the shape's
+//! own statement answers its request. Any other shape is refused with the reason, and its
+//! requests are read one by one.
 
-use super::{Mode, ReadPlan};
+use super::{ArrayPlan, ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
 use crate::query::{Expr, OrderItem, Pred, Select};
 use crate::schema::ColumnKind;
 use crate::template::{SlotCheck, StatementText, Template};
@@ -67,6 +70,14 @@ pub enum MultiplexForm {
         /// The table key wrapping each row of a `[]` list (`None` for `Table[]`).
         wrap: Option<String>,
     },
+    /// A list whose items hold more than their row (a nested list, [`Mode::Nested`]): the
+    /// multiplexed statement reads the items' main rows, and the rest of each item is read as
+    /// the shape's own read reads it (its members batched by their parents' keys, here across
+    /// every key at once), answered under `key`.
+    Items {
+        /// The answer key of the list.
+        key: String,
+    },
 }
 
 /// Why a shape is not multiplexed.
@@ -80,6 +91,9 @@ pub enum NotMultiplexed {
     Slot(usize),
     /// Its statement groups, aggregates, joins or is DISTINCT.
     Statement,
+    /// Its items are not one per main row (an unwrapped list, rows joined in by SQL), or a
+    /// statement of it answers `@explain` (which only one request's first item reports).
+    Items,
 }
 
 impl Display for NotMultiplexed {
@@ -90,6 +104,9 @@ impl Display for NotMultiplexed {
             NotMultiplexed::Slot(s) => write!(f, "its statement does not bind slot {s}"),
             NotMultiplexed::Statement => {
                 f.write_str("its statement groups, aggregates, joins or is distinct")
+            }
+            NotMultiplexed::Items => {
+                f.write_str("its items are not one per row, or a statement answers @explain")
             }
         }
     }
@@ -139,7 +156,19 @@ impl MultiplexPlan {
                 };
                 (form, template, list.json_outputs.clone())
             }
-            Mode::Nested | Mode::General => return Err(NotMultiplexed::Mode),
+            Mode::Nested => {
+                let (key, list) = plan.list().ok_or(NotMultiplexed::Mode)?;
+                let template = list.template.as_ref().ok_or(NotMultiplexed::NoTemplate)?;
+                // An unwrapped list skips empty items (an item no longer is its row), and
+                // `@explain` answers the statements of the first item only: both differ
+                // between one request's read and a read of many.
+                if list.unwrapped || !list.carried.is_empty() || explains_array(list, 0) {
+                    return Err(NotMultiplexed::Items);
+                }
+                let form = MultiplexForm::Items { key: key.into() };
+                (form, template, list.json_outputs.clone())
+            }
+            Mode::General => return Err(NotMultiplexed::Mode),
         };
         if !template.checks.iter().any(|(s, _)| *s == slot) {
             return Err(NotMultiplexed::Slot(slot));
@@ -184,8 +213,8 @@ impl MultiplexPlan {
     pub fn slots(plan: &ReadPlan) -> Vec<usize> {
         let template: Option<&Template> = match plan.mode {
             Mode::Point => plan.point().and_then(|(_, o)| o.template.as_ref()),
-            Mode::List => plan.list().and_then(|(_, l)| l.template.as_ref()),
-            Mode::Nested | Mode::General => None,
+            Mode::List | Mode::Nested => plan.list().and_then(|(_, l)| l.template.as_ref()),
+            Mode::General => None,
         };
         template.map_or_else(Vec::new, |t| t.checks.iter().map(|(s, _)| *s).collect())
     }
@@ -220,14 +249,45 @@ impl Display for MultiplexPlan {
             MultiplexForm::Object { key } => write!(f, "multiplex object {key}")?,
             MultiplexForm::List { key, wrap: None } => write!(f, "multiplex list {key}")?,
             MultiplexForm::List { key, wrap: Some(w) } => write!(f, "multiplex list {key} of {w}")?,
+            MultiplexForm::Items { key } => write!(f, "multiplex items {key}")?,
         }
         writeln!(
             f,
             " over ${} routed by {MULTIPLEX_KEY}, {} per key from {}",
             self.slot, self.per_key, self.offset
         )?;
-        writeln!(f, "  {}", self.select)
+        writeln!(f, "  {}", self.select)?;
+        if let MultiplexForm::Items { .. } = self.form {
+            writeln!(
+                f,
+                "  then the items of every key as the shape's read builds them, members batched across keys"
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// Whether a statement of the list `a` (its main object's, its items' members', at any depth)
+/// answers its `@explain`. Past the depth bound it is taken to.
+fn explains_array(a: &ArrayPlan, depth: usize) -> bool {
+    a.main.table.explain
+        || explains_object(&a.main, depth + 1)
+        || a.items.iter().any(|c| explains(c, depth + 1))
+}
+
+fn explains_object(o: &ObjectPlan, depth: usize) -> bool {
+    o.table.explain || explains(&o.children, depth + 1)
+}
+
+fn explains(c: &ContainerPlan, depth: usize) -> bool {
+    if depth > 64 {
+        return true;
+    }
+    c.members.iter().any(|m| match m {
+        MemberPlan::Object { plan: Ok(o), .. } => explains_object(o, depth),
+        MemberPlan::Array { plan: Ok(a), .. } => explains_array(a, depth),
+        _ => false,
+    })
 }
 
 /// The kind of the column `slot` is compared with in `p`, when every comparison of it is with
