@@ -1,7 +1,8 @@
 //! A multiplexed read answers each listed value exactly as the shape's own read answers the
 //! request holding that value: random rows, random lists (repeated values, values no row has,
 //! numbers and texts), random shapes (paging, orders, renamed columns, `[]` and `Table[]` lists,
-//! point lookups), on a SQLite file. The answers are compared byte for byte, as each
+//! point lookups, nested lists whose members are read by their parents' keys), on a SQLite
+//! file. The answers are compared byte for byte, as each
 //! subscriber would receive them: a row routed to another value's answer, or lost, shows.
 
 use apijet_core::Role;
@@ -72,6 +73,14 @@ fn shape(form: usize, count: u64, page: u64, order: &str, v: &Json) -> Json {
         1 => json!({"[]": {"count": count, "page": page,
             "Comment": {"userId": v, "@order": order}}}),
         2 => json!({"Comment": {"userId": v, "@order": order, "@column": "momentId:id,content"}}),
+        // Nested lists: items built from the main rows, members batched by their parents.
+        4 => json!({"[]": {"count": count, "page": page,
+            "Comment": {"userId": v, "@order": order, "@column": "id,momentId:userId,content"},
+            "Comment:same": {"id@": "/Comment/userId", "@column": "id,content"}}}),
+        5 => json!({"[]": {"count": count, "page": page,
+            "Comment": {"userId": v, "@order": order},
+            "Comment[]": {"count": 2, "Comment": {"momentId@": "[]/Comment/momentId", "@order": "id-"}},
+            "Comment:same": {"id@": "/Comment/momentId"}}}),
         _ => json!({"Comment": {"id": v, "@column": "momentId:id,userId,content"}}),
     }
 }
@@ -121,12 +130,12 @@ fn rows() -> impl Strategy<Value = Vec<(i64, i64, String)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
     #[test]
     fn each_listed_value_gets_exactly_the_answer_of_its_own_read(
         rows in rows(),
-        form in 0usize..4,
+        form in 0usize..6,
         count in 1u64..4,
         page in 0u64..3,
         order in prop::sample::select(vec!["id+", "id-", "momentId+,id-", "content+,id+"]),
