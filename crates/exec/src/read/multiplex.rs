@@ -10,6 +10,7 @@ use crate::sink::{AnswerSink, CollectSink, ColumnNames, Form, RowSink, SinkError
 use crate::ExecError;
 use apijet_plan::read::{ListKind, MultiplexForm, MultiplexPlan, ReadPlan};
 use apijet_plan::template::Template;
+use apijet_plan::PlanError;
 use apijet_sql::{render_multiplexed, Statement};
 use serde_json::Value as Json;
 
@@ -110,9 +111,10 @@ const ITEMS_AT_ONCE: usize = 1_000;
 /// each key's within its share of the answer's budget; then the items of all keys built
 /// together as the shape's own read builds them (`arrays`: its members batched by their
 /// parents' keys, one statement per level for up to [`ITEMS_AT_ONCE`] items of any keys),
-/// and handed to the sink of their key. Together they stay within one answer's budget
-/// (`max_rows`, `max_answer_bytes`), so none answers what its own read would refuse; past
-/// it the read fails and each is read alone.
+/// and handed to the sink of their key. Each chunk of keys stays within one answer's budget
+/// (`max_rows`, `max_answer_bytes`), so none answers what its own read would refuse, and all
+/// of them within one answer's bytes; the keys of a chunk past either are refused (each is
+/// read alone, which answers its own refusal).
 async fn read_items<'p, S: AnswerSink<'p>>(
     read: &'p ReadPlan,
     plan: &'p MultiplexPlan,
@@ -149,48 +151,59 @@ async fn read_items<'p, S: AnswerSink<'p>>(
         (result, _) => result,
     };
     result?;
-    let refused = std::mem::take(&mut routed.refused);
-    let mut reader = Reader::new(read, env, backend);
-    let (count, bytes) = (rows.iter()).fold((0, 0), |(n, b), s| (n + s.rows.len(), b + s.bytes));
-    reader.hold(count, bytes)?;
-    // Every kept row, with the key whose item it leads.
-    let mut owners = Vec::new();
-    let mut mains = Vec::new();
-    for (k, sink) in rows.iter_mut().enumerate() {
-        if !refused[k] {
-            owners.extend(std::iter::repeat_n(k, sink.rows.len()));
-            mains.append(&mut sink.rows);
-        }
-    }
-    drop(rows);
+    let mut refused = std::mem::take(&mut routed.refused);
     let run = ArrayRun::at_root(list, key, plan.select.clone());
-    let prefix = format!("{key}/");
-    let mut base = 0;
-    let mut owners = owners.into_iter();
-    let mut mains = mains.into_iter();
-    loop {
-        let chunk: Vec<_> = mains.by_ref().take(ITEMS_AT_ONCE).collect();
-        if chunk.is_empty() {
-            break;
+    // Bytes of the answers built so far: together within one answer's budget.
+    let mut held = 0usize;
+    let mut next = 0;
+    while next < rows.len() {
+        // Whole keys, up to ITEMS_AT_ONCE main rows (at least one key). Each chunk is read
+        // within one answer's budget, so no key's answer passes what its own read allows;
+        // a chunk past it is read alone, key by key.
+        let first = next;
+        let (mut mains, mut owners, mut bytes) = (Vec::new(), Vec::new(), 0);
+        while let Some(sink) = rows.get_mut(next) {
+            if !mains.is_empty() && mains.len() + sink.rows.len() > ITEMS_AT_ONCE {
+                break;
+            }
+            if !refused[next] {
+                owners.extend(std::iter::repeat_n(next, sink.rows.len()));
+                bytes += sink.bytes;
+                mains.append(&mut sink.rows);
+            }
+            next += 1;
         }
-        let n = chunk.len();
+        let n = mains.len();
+        let reader = Reader::new(read, env, backend);
         let mut items: Vec<Json> = Vec::with_capacity(n);
-        reader
-            .chunk_items(&run, chunk, base, &stmt, &mut items)
-            .await?;
+        let built = match reader.hold(n, bytes) {
+            Ok(()) => {
+                let mut reader = reader;
+                let built = reader.chunk_items(&run, mains, 0, &stmt, &mut items).await;
+                built.map(|()| reader.held_bytes.load(std::sync::atomic::Ordering::Relaxed))
+            }
+            Err(e) => Err(e),
+        };
+        match built {
+            Ok(chunk_bytes) if held.saturating_add(chunk_bytes) <= opts.max_answer_bytes => {
+                held += chunk_bytes;
+            }
+            Ok(_) | Err(ExecError::Plan(PlanError::Limit(_))) => {
+                refused[first..next].fill(true);
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         if items.len() != n {
             return Err(ExecError::Invalid(
                 "a multiplexed nested list built other than one item per row".into(),
             ));
         }
-        for (item, k) in items.into_iter().zip(owners.by_ref()) {
+        for (item, k) in items.into_iter().zip(owners) {
             if let Some(sink) = sinks.get_mut(k) {
                 sink.item(item);
             }
         }
-        base += n;
-        // Items refer to their own members and parents only (see `stream`).
-        reader.results.retain(|k, _| !k.starts_with(&prefix));
     }
     let refused = (refused.iter().enumerate())
         .filter_map(|(key, refused)| refused.then_some(key))
