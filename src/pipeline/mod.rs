@@ -6,6 +6,7 @@
 //! the request entry's own.
 
 pub mod answer;
+pub mod cache;
 pub mod changes;
 mod connect;
 mod read;
