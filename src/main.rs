@@ -5,7 +5,6 @@ mod anonymous;
 mod app;
 mod config;
 mod console;
-mod crud;
 mod http;
 mod live;
 mod mcp;
@@ -243,13 +242,13 @@ fn main() -> ExitCode {
                 remove,
                 print: _,
             } => {
-                use live::notify::TriggerAction;
+                use pipeline::feed::TriggerAction;
                 let action = match (install, remove) {
                     (true, _) => TriggerAction::Install,
                     (_, true) => TriggerAction::Remove,
                     _ => TriggerAction::Print,
                 };
-                live::notify::live_triggers(&db, action).await
+                pipeline::feed::live_triggers(&db, action).await
             }
         }
     });

@@ -50,13 +50,16 @@ fn put_path(target: &mut Map<String, Json>, path: &str, value: Json) -> Result<(
 }
 
 /// The APIJSON call a `/router/{method}/{tag}` call stands for.
-pub struct Routed {
-    /// The `/{method}/{tag}` tag shortcut, when the call falls back to it.
-    pub tag: Option<String>,
+pub enum Routed {
+    /// The template, with the client's body and URL parameters merged into it: the call's
+    /// request.
+    Template(Map<String, Json>),
+    /// No template, in debug mode: `/{method}/{tag}` with the client's body and `query`, the
     /// URL parameters still to merge into the root.
-    pub query: Vec<(String, String)>,
-    /// The body.
-    pub body: Vec<u8>,
+    Call {
+        /// The URL parameters.
+        query: Vec<(String, String)>,
+    },
 }
 
 /// The call that `POST /router/{method}/{tag}` with `query` and `body` stands for: the
@@ -96,11 +99,7 @@ pub async fn route(
     };
     let Some(mut template) = template(pipeline, method, tag, version).await? else {
         if debug {
-            return Ok(Routed {
-                tag: Some(tag.to_string()),
-                query: params,
-                body: body.to_vec(),
-            });
+            return Ok(Routed::Call { query: params });
         }
         return Err(refused(format!(
             "URL path /router/{method}/{tag} has no route: add a Document row with url \
@@ -135,11 +134,7 @@ pub async fn route(
     if !m.is_public() {
         template.insert("tag".into(), Json::String(tag.to_string()));
     }
-    Ok(Routed {
-        tag: None,
-        query: Vec::new(),
-        body: serde_json::to_vec(&Json::Object(template)).unwrap_or_default(),
-    })
+    Ok(Routed::Template(template))
 }
 
 /// The newest (or the requested version's) template of `/{method}/{tag}`, if the database has

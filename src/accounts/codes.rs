@@ -25,9 +25,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A fresh code from the operating system's generator: 4 digits, as the demo makes them.
 fn new_code() -> Result<String, ApiError> {
     let mut b = [0u8; 4];
-    getrandom::fill(&mut b).map_err(|e| {
-        ApiError::Unsupported(format!("no random source for verification codes: {e}"))
-    })?;
+    getrandom::fill(&mut b)
+        .map_err(|e| ApiError::Internal(format!("no random source for verification codes: {e}")))?;
     Ok((1000 + u32::from_le_bytes(b) % 9000).to_string())
 }
 

@@ -40,7 +40,7 @@ impl Passwords {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let failed = |e: String| ApiError::Unsupported(format!("password hashing failed: {e}"));
+        let failed = |e: String| ApiError::Internal(format!("password hashing failed: {e}"));
         let permit = Arc::clone(&self.hashing)
             .acquire_owned()
             .await
@@ -72,7 +72,7 @@ impl Passwords {
             PasswordStorage::Argon2id => self
                 .hashing(move || password::hash(&new))
                 .await?
-                .map_err(|e| ApiError::Unsupported(e.to_string())),
+                .map_err(|e| ApiError::Internal(e.to_string())),
         }
     }
 

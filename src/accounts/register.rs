@@ -9,7 +9,6 @@
 
 use super::{Accounts, CodeType};
 use apijet_core::Method;
-use apijet_plan::verify::verify;
 use apijet_request::parse_body;
 use apijet_response::{success, ApiError};
 use serde_json::{Map, Value as Json};
@@ -28,12 +27,10 @@ impl Accounts {
     async fn create_account(&self, mut map: Map<String, Json>) -> Result<Json, ApiError> {
         map.insert("tag".into(), Json::String("register".into()));
         map.remove("verify");
-        let snapshot = self.pipeline.snapshot();
         // No login and no Access lists here: the structure is all that bounds a sign-up, so it
         // is read as a whitelist (a sign-up that could set `User.contactIdList` would forge the
         // CONTACT and CIRCLE reach of every later login).
-        let context = self.pipeline.context(Method::Post, None, &snapshot, true);
-        let mut verified = verify(map, &context)?;
+        let mut verified = self.pipeline.verify_trusted(Method::Post, map)?;
         self.passwords.seal_request(&mut verified.request).await?;
         let results = self
             .pipeline

@@ -1,15 +1,14 @@
 //! The application: its state, wired once at start-up, and the request entry ([`entry`]).
 //!
 //! The state holds the [`Pipeline`] (the database, its snapshot, the plan options, the
-//! counters) and the features around it, each with what it needs: the account endpoints, the
-//! sessions, the limits of anonymous visitors. Features depend on the pipeline, never on the
-//! state, so every dependency points one way: HTTP edge → state → features → pipeline.
+//! counters, admission) and the features around it, each with what it needs: the account
+//! endpoints, the sessions, live answers. Features depend on the pipeline, never on the state,
+//! so every dependency points one way: HTTP edge → state → features → pipeline.
 
 pub mod entry;
 
 use crate::accounts::session::Sessions;
 use crate::accounts::Accounts;
-use crate::anonymous::AnonymousReads;
 use crate::config::Config;
 use crate::live::{Live, LiveSettings};
 use crate::pipeline::Pipeline;
@@ -28,8 +27,6 @@ pub struct AppState {
     pub admins: Vec<i64>,
     /// Requests slower than this are logged with their request.
     slow: Option<Duration>,
-    /// What visitors who are not logged in may cost at once.
-    anonymous: Arc<AnonymousReads>,
     /// Live answers (`/subscribe`).
     pub live: Arc<Live>,
 }
@@ -51,10 +48,6 @@ impl AppState {
             sessions,
             admins: cfg.admins.clone(),
             slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
-            anonymous: AnonymousReads::new(
-                cfg.anonymous_reads_per_address,
-                Duration::from_millis(cfg.anonymous_statement_timeout_ms),
-            ),
         })
     }
 

@@ -2,7 +2,7 @@
 //! verification codes, `/put/password` and `/put/balance`. A refusal that says how long to wait
 //! (429) carries `Retry-After`.
 
-use super::reply::json_response;
+use super::reply::{failure_response, json_response};
 use crate::accounts::session::{not_logged_in, Sessions};
 use crate::app::AppState;
 use apijet_response::ApiError;
@@ -31,7 +31,7 @@ fn reply(s: &AppState, r: Result<Json, ApiError>) -> Response {
     match r {
         Ok(v) => json_response(&v),
         Err(e) => {
-            let mut r = json_response(&s.pipeline.failure(&e));
+            let mut r = failure_response(s, &e);
             if let Some(wait) = e.retry_after() {
                 r.headers_mut().insert(
                     header::RETRY_AFTER,
@@ -63,11 +63,10 @@ pub async fn register(State(s): State<Shared>, peer: Peer, body: Bytes) -> Respo
 
 /// `POST /logout` answers the bare envelope, as the reference records it, and clears the cookie.
 pub async fn logout(State(s): State<Shared>, headers: HeaderMap) -> Response {
-    let answer = match s.sessions.visitor(&headers) {
-        Some(_) => apijet_response::success(serde_json::Map::new(), false),
-        None => s.pipeline.failure(&not_logged_in()),
+    let mut r = match s.sessions.visitor(&headers) {
+        Some(_) => json_response(&apijet_response::success(serde_json::Map::new(), false)),
+        None => failure_response(&s, &not_logged_in()),
     };
-    let mut r = json_response(&answer);
     if let Ok(v) = HeaderValue::from_str(&Sessions::clear_cookie()) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }

@@ -5,10 +5,12 @@
 use super::middleware::Sent;
 use super::reply::send;
 use super::{accept, middleware};
-use crate::app::entry::Call;
 use crate::app::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
+use crate::pipeline::prepare::{Body, Call, Client};
+use crate::pipeline::run::Origin;
+use crate::templates::Routed;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -41,7 +43,15 @@ pub async fn call_tag(
     answer_call(&s, &method, Some(&tag), &q, &headers, &body).await
 }
 
-/// Answers one APIJSON call as the visitor its headers name, from the client's address.
+/// The client of a call: the visitor its headers name, calling from its address.
+fn client(s: &AppState, headers: &HeaderMap) -> Client {
+    Client {
+        visitor: s.sessions.visitor(headers),
+        address: accept::peer(),
+    }
+}
+
+/// Answers one APIJSON call.
 async fn answer_call(
     s: &Shared,
     method: &str,
@@ -54,12 +64,12 @@ async fn answer_call(
         method,
         tag,
         query,
-        body,
-        visitor: s.sessions.visitor(headers),
-        peer: accept::peer(),
+        body: Body::Sent(body),
     };
     let mut facts = Facts::default();
-    let answer = s.answer(call, &mut facts).await;
+    let answer = s
+        .answer(call, &client(s, headers), Origin::Call, &mut facts)
+        .await;
     send(s, answer, facts).await
 }
 
@@ -91,23 +101,22 @@ pub async fn call_in_url(
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return r;
     }
-    let visitor = s.sessions.visitor(&headers);
     let call = Call {
         method: &method,
         tag: None,
         query: &q,
-        body: json.as_bytes(),
-        visitor,
-        peer: accept::peer(),
+        body: Body::Sent(json.as_bytes()),
     };
     let mut facts = Facts::default();
-    let answer = s.answer(call, &mut facts).await;
+    let answer = s
+        .answer(call, &client(&s, &headers), Origin::Call, &mut facts)
+        .await;
     // A browser or proxy revalidating a GET gets 304 when the data has not changed; `time`
-    // changes on every answer, so it is left out of the tag.
+    // changes on every answer, so it is left out of the tag. Only a read's answer has one.
     let tag = match &answer {
-        Answer::Json(v) | Answer::Counted(v, _) => etag(v),
-        Answer::Bytes { body, .. } => written_etag(body),
-        Answer::Stream(_) => None,
+        Ok(Answer::Counted(v, _)) => etag(v),
+        Ok(Answer::Bytes { body, .. }) => written_etag(body),
+        Ok(Answer::Stream(_) | Answer::Written { .. }) | Err(_) => None,
     };
     if let Some(tag) = &tag {
         let matches = headers
@@ -129,12 +138,9 @@ pub async fn call_in_url(
     r
 }
 
-/// A strong validator for a successful answer: a hash of it without `time`.
+/// A strong validator for a read's answer (always a success): a hash of it without `time`.
 fn etag(answer: &serde_json::Value) -> Option<String> {
     let mut m = answer.as_object()?.clone();
-    if m.get("code").and_then(serde_json::Value::as_i64) != Some(200) {
-        return None;
-    }
     m.remove("time");
     Some(etag_of(&serde_json::to_string(&m).ok()?))
 }
@@ -164,20 +170,27 @@ pub async fn router_call(
     body: Bytes,
 ) -> Response {
     let mut facts = Facts::default();
-    let visitor = s.sessions.visitor(&headers);
+    let client = client(&s, &headers);
     let answer = match crate::templates::route(&s.pipeline, &method, &tag, &q, &body).await {
-        Ok(routed) => {
+        Ok(Routed::Template(template)) => {
             let call = Call {
                 method: &method,
-                tag: routed.tag.as_deref(),
-                query: &routed.query,
-                body: &routed.body,
-                visitor,
-                peer: accept::peer(),
+                tag: None,
+                query: &[],
+                body: Body::Object(template),
             };
-            s.answer(call, &mut facts).await
+            s.answer(call, &client, Origin::Call, &mut facts).await
         }
-        Err(e) => Answer::Json(s.pipeline.failure(&e)),
+        Ok(Routed::Call { query }) => {
+            let call = Call {
+                method: &method,
+                tag: Some(&tag),
+                query: &query,
+                body: Body::Sent(&body),
+            };
+            s.answer(call, &client, Origin::Call, &mut facts).await
+        }
+        Err(e) => Err(e),
     };
     send(&s, answer, facts).await
 }

@@ -17,3 +17,6 @@ mod serve;
 mod subscribe;
 
 pub use serve::serve;
+
+#[cfg(test)]
+mod tests;

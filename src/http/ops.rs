@@ -3,7 +3,7 @@
 
 use super::drain::Drain;
 use super::middleware;
-use super::reply::json_response;
+use super::reply::{failure_response, json_response};
 use crate::accounts::session::not_logged_in;
 use crate::app::AppState;
 use crate::config::{Config, OpenApiExposure};
@@ -21,21 +21,19 @@ type Shared = Arc<AppState>;
 /// `POST /reload`: the admins of the configuration re-read the schema and the configuration
 /// tables.
 pub async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
-    let answer = match s.sessions.visitor(&headers) {
-        None => s.pipeline.failure(&not_logged_in()),
-        Some(v) if !s.admins.contains(&v.id) => {
-            s.pipeline.failure(&ApiError::Plan(PlanError::Forbidden(
-                "reload is only allowed to the admins listed in the configuration".into(),
-            )))
-        }
+    let refusal = match s.sessions.visitor(&headers) {
+        None => not_logged_in(),
+        Some(v) if !s.admins.contains(&v.id) => ApiError::Plan(PlanError::Forbidden(
+            "reload is only allowed to the admins listed in the configuration".into(),
+        )),
         Some(_) => match s.reload().await {
-            Ok(()) => apijet_response::success(serde_json::Map::new(), false),
-            Err(e) => s
-                .pipeline
-                .failure(&ApiError::Unsupported(format!("reload failed: {e}"))),
+            Ok(()) => {
+                return json_response(&apijet_response::success(serde_json::Map::new(), false))
+            }
+            Err(e) => ApiError::Internal(format!("reload failed: {e}")),
         },
     };
-    json_response(&answer)
+    failure_response(&s, &refusal)
 }
 
 /// The answer of `/health` and `/ready` while the server drains: a balancer that checks either

@@ -6,6 +6,7 @@ use crate::app::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
 use apijet_response::stream::Chunk;
+use apijet_response::ApiError;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::response::Response;
@@ -25,29 +26,38 @@ fn json_ok(body: impl Into<Body>) -> Response {
     r
 }
 
+/// A successful answer (code 200) of JSON.
 pub fn json_response(v: &serde_json::Value) -> Response {
+    written(v, 200)
+}
+
+/// The envelope of an error, with its code; server faults are logged (see
+/// [`Pipeline::failure`](crate::pipeline::Pipeline::failure)).
+pub fn failure_response(state: &AppState, e: &ApiError) -> Response {
+    written(&state.pipeline.failure(e), e.code())
+}
+
+fn written(v: &serde_json::Value, code: u16) -> Response {
     let started = std::time::Instant::now();
     let body = serde_json::to_vec(v).unwrap_or_default();
     let encode = started.elapsed();
     let mut r = json_ok(body);
     r.extensions_mut().insert(Facts {
-        code: answer_code(v),
+        code,
         encode: Some(encode),
         ..Facts::default()
     });
     r
 }
 
-/// The APIJSON code of an answer.
-fn answer_code(v: &serde_json::Value) -> u16 {
-    v.get("code")
-        .and_then(serde_json::Value::as_u64)
-        .map_or(200, |c| c.min(999) as u16)
-}
-
-/// Sends an answer. A streamed answer waits for its first chunk: an error before any data is
-/// still a normal error envelope; an error after it aborts the body.
-pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Response {
+/// Sends an answer, or the envelope of its error. A streamed answer waits for its first chunk:
+/// an error before any data is still a normal error envelope; an error after it aborts the
+/// body.
+pub async fn send(
+    state: &AppState,
+    answer: Result<Answer, ApiError>,
+    mut facts: Facts,
+) -> Response {
     let with_facts = |mut r: Response, mut facts: Facts| {
         if let Some(f) = r.extensions_mut().get_mut::<Facts>() {
             facts.code = f.code;
@@ -57,8 +67,12 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
         r
     };
     let mut rx = match answer {
-        Answer::Json(v) => return with_facts(json_response(&v), facts),
-        Answer::Counted(v, statements) => {
+        Err(e) => return with_facts(failure_response(state, &e), facts),
+        Ok(Answer::Written { results, format }) => {
+            let v = apijet_response::success(results, format);
+            return with_facts(json_response(&v), facts);
+        }
+        Ok(Answer::Counted(v, statements)) => {
             let mut r = json_response(&v);
             r.headers_mut()
                 .insert(STATEMENTS.clone(), HeaderValue::from(statements));
@@ -68,11 +82,11 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
             }
             return with_facts(r, facts);
         }
-        Answer::Bytes {
+        Ok(Answer::Bytes {
             body,
             statements,
             rows,
-        } => {
+        }) => {
             let mut r = json_ok(body);
             r.headers_mut()
                 .insert(STATEMENTS.clone(), HeaderValue::from(statements));
@@ -82,21 +96,17 @@ pub async fn send(state: &AppState, answer: Answer, mut facts: Facts) -> Respons
             r.extensions_mut().insert(facts);
             return r;
         }
-        Answer::Stream(rx) => rx,
+        Ok(Answer::Stream(rx)) => rx,
     };
     let mut statements = None;
     let first = loop {
         match rx.recv().await {
             Some(Chunk::Data(b)) => break b,
             Some(Chunk::Statements(n)) => statements = Some(n),
-            Some(Chunk::Fail(e)) => {
-                return with_facts(json_response(&state.pipeline.failure(&e)), facts)
-            }
+            Some(Chunk::Fail(e)) => return with_facts(failure_response(state, &e), facts),
             None => {
-                let e = apijet_response::ApiError::Unsupported(
-                    "the list stream ended unexpectedly".into(),
-                );
-                return with_facts(json_response(&state.pipeline.failure(&e)), facts);
+                let e = ApiError::Internal("the list stream ended unexpectedly".into());
+                return with_facts(failure_response(state, &e), facts);
             }
         }
     };

@@ -10,13 +10,13 @@
 //! `/get` answers it, as JSON, and nothing is subscribed.
 
 use super::accept;
-use super::reply::json_response;
+use super::reply::failure_response;
 use crate::app::AppState;
 use crate::live::registry::Holder;
 use crate::live::subscribe::Subscribe;
+use crate::pipeline::prepare::Client;
 use apijet_core::Method;
 use apijet_plan::PlanError;
-use apijet_request::parse_body;
 use apijet_response::ApiError;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -42,7 +42,7 @@ async fn body_default(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    subscribe(&s, "get", &body, &params, &headers).await
+    subscribe(&s, "get", body, &params, &headers).await
 }
 
 async fn body_method(
@@ -52,7 +52,7 @@ async fn body_method(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    subscribe(&s, &method, &body, &params, &headers).await
+    subscribe(&s, &method, body, &params, &headers).await
 }
 
 async fn url_default(
@@ -61,7 +61,7 @@ async fn url_default(
     params: Params,
     headers: HeaderMap,
 ) -> Response {
-    subscribe(&s, "get", json.as_bytes(), &params, &headers).await
+    subscribe(&s, "get", Bytes::from(json), &params, &headers).await
 }
 
 async fn url_method(
@@ -70,7 +70,7 @@ async fn url_method(
     params: Params,
     headers: HeaderMap,
 ) -> Response {
-    subscribe(&s, &method, json.as_bytes(), &params, &headers).await
+    subscribe(&s, &method, Bytes::from(json), &params, &headers).await
 }
 
 /// Whether later answers go as patches: the `patch` parameter, the only one there is.
@@ -112,7 +112,7 @@ fn subscribable(method: &str) -> Result<Method, ApiError> {
 async fn subscribe(
     s: &Shared,
     method: &str,
-    body: &[u8],
+    body: Bytes,
     params: &[(String, String)],
     headers: &HeaderMap,
 ) -> Response {
@@ -120,22 +120,12 @@ async fn subscribe(
         Some((v, at)) => (Some(v), Some(at)),
         None => (None, None),
     };
-    // The checks of the call that depend only on the visitor and the request, made once: the
-    // subscription keeps both.
-    let parsed = subscribable(method).and_then(|method| {
-        let patch = wants_patch(params)?;
-        let map = parse_body(body)?;
-        crate::app::entry::check_login_schema(visitor.as_ref(), &map, &s.pipeline.options)?;
-        if !method.is_public() && visitor.is_none() {
-            return Err(PlanError::NotLoggedIn.into());
-        }
-        Ok((method, patch, map))
-    });
-    let (method, patch, map) = match parsed {
+    let (method, patch) = match subscribable(method).and_then(|m| Ok((m, wants_patch(params)?))) {
         Ok(p) => p,
-        Err(e) => return json_response(&s.pipeline.failure(&e)),
+        Err(e) => return failure_response(s, &e),
     };
-    let holder = match (&visitor, accept::peer()) {
+    let address = accept::peer();
+    let holder = match (&visitor, address) {
         (Some(v), _) => Holder::User(v.id),
         (None, Some(addr)) => Holder::Address(addr),
         (None, None) => Holder::Unknown,
@@ -146,8 +136,8 @@ async fn subscribe(
         .map(|v| v.trim().to_string());
     let subscription = Subscribe {
         method,
-        map,
-        visitor,
+        body,
+        client: Client { visitor, address },
         expires,
         holder,
         patch,
@@ -155,7 +145,7 @@ async fn subscribe(
     };
     let stream = match s.live.subscribe(subscription).await {
         Ok(stream) => stream,
-        Err(refusal) => return json_response(&refusal),
+        Err(refusal) => return failure_response(s, &refusal),
     };
     let mut r = (StatusCode::OK, stream.body()).into_response();
     let h = r.headers_mut();

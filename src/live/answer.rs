@@ -23,8 +23,6 @@ pub struct Written {
     pub text: Vec<u8>,
     /// Its id.
     pub id: String,
-    /// The APIJSON code.
-    pub code: u16,
     /// The `time` it was answered at.
     pub time: Json,
 }
@@ -41,17 +39,12 @@ impl Written {
             }
         };
         let time = content.remove("time").unwrap_or(Json::Null);
-        let code = content
-            .get("code")
-            .and_then(Json::as_u64)
-            .map_or(200, |c| c.min(999) as u16);
         let text = serde_json::to_vec(&content).unwrap_or_default();
         let id = content_id(&text);
         Written {
             content,
             text,
             id,
-            code,
             time,
         }
     }

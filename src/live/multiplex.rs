@@ -14,16 +14,19 @@
 //! item becoming the answer of its subscriptions. What cannot be told apart this way (two rows
 //! of one id, an item near a budget, a failed read) is read alone, as its GET is.
 //!
-//! The array's request is made from the subscriptions' shared shape ([`together`]) and planned
-//! as any read is; the read's limits grow with the number of items (each item within the
-//! request's own).
+//! The array's request is made from the subscriptions' shared shape ([`together`]) and goes
+//! through the pipeline's stages as a read together (`Purpose::Together`), whose limits grow
+//! with the number of items (each item within the request's own).
 
 use super::answer::Written;
 use super::registry::{Query, Shared};
 use super::{together, Live};
+use crate::observe::Facts;
+use crate::pipeline::plan::{Action, Purpose};
+use crate::pipeline::prepare::Shaped;
+use crate::pipeline::run::Origin;
 use apijet_core::Method;
-use apijet_plan::read::{Dependencies, Mode, ReadPlan};
-use apijet_plan::Context;
+use apijet_plan::read::Dependencies;
 use apijet_response::success;
 use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
@@ -38,13 +41,13 @@ const CHUNK: usize = 1000;
 /// slot (and that have the same visitor) are read together.
 fn together_key(query: &Query) -> Option<(String, Json)> {
     let form = together::form(query)?;
-    let id = query.values.get(form.slot)?.clone();
+    let id = query.read.values.get(form.slot)?.clone();
     id_key(&id)?;
-    let mut others = query.values.clone();
+    let mut others = query.read.values.clone();
     others[form.slot] = Json::Null;
     let others = serde_json::to_string(&others).ok()?;
     Some((
-        format!("{:?}\u{0}{}\u{0}{others}", query.visitor, form.first),
+        format!("{:?}\u{0}{}\u{0}{others}", query.visitor(), form.first),
         id,
     ))
 }
@@ -206,49 +209,28 @@ async fn read_items(
 ) -> (Option<Items>, Dependencies) {
     let pipeline = &live.pipeline;
     let first = form.first.as_str();
-    let mut options = pipeline.options.clone();
-    let n = ids.len();
-    options.max_count = options.max_count.max(n as u64);
-    options.expr.max_list_items = options.expr.max_list_items.max(n);
-    options.max_depth += 1;
-    options.max_rows = options.max_rows.saturating_mul(n);
-    options.max_answer_bytes = options.max_answer_bytes.saturating_mul(n);
-    let visitor = query.visitor.as_ref();
     let mut deps = Dependencies::default();
-    let run = async {
-        let (req, values) = together::request(&query.req, form.slot, &query.values, ids)?;
-        let snapshot = pipeline.snapshot();
-        let inputs = Context {
-            schema: &snapshot.schema,
-            rules: &snapshot.rules,
-            options: &options,
+    let read = async {
+        let (req, values) = together::request(&query.read.req, form.slot, &query.read.values, ids)?;
+        let shaped = Shaped {
             method: Method::Get,
-            visitor,
-            trusted: false,
+            req,
+            values,
         };
-        // Planned for these budgets, not kept: a general read, whose answer is split below.
-        let mut plan = ReadPlan::build(&req, &inputs).ok()?;
-        plan.mode = Mode::General;
-        deps = plan.dependencies().clone();
-        pipeline
-            .read_whole(&plan, &values, visitor, Some(&options))
-            .await
-            .ok()
+        let together = Purpose::Together { items: ids.len() };
+        let snapshot = pipeline.snapshot();
+        let action = pipeline
+            .plan_read(&snapshot, &shaped, &query.client, together)
+            .ok()?;
+        deps = action.plan.dependencies().clone();
+        let action = Action::Read(action);
+        let mut facts = Facts::default();
+        let answered = pipeline.run(action, &query.client, Origin::Refetch, &mut facts);
+        answered.await.ok()?.into_json().ok()
     };
-    let watch = apijet_exec::cancel::current().with_timeout(
-        match visitor {
-            None => live.settings.anonymous_timeout,
-            Some(_) => std::time::Duration::ZERO,
-        },
-        "anonymous_statement_timeout_ms",
-    );
-    let answer = apijet_exec::cancel::watched(watch, run).await;
-    let Some(Json::Object(mut answer)) = answer else {
+    let Some(Json::Object(mut answer)) = read.await else {
         return (None, deps);
     };
-    if answer.get("code").and_then(Json::as_u64) != Some(200) {
-        return (None, deps);
-    }
     let mut items: Items = HashMap::new();
     if let Some(Json::Array(list)) = answer.remove(together::ITEMS) {
         for item in list {

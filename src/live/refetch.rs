@@ -1,16 +1,20 @@
-//! The one seam between live answers and the read path: the subscriptions of one shape in,
-//! one answer each out. Each answer is what the subscription's GET would answer now: the plan
-//! of its shape taken from the current snapshot (so the same visitor, roles, `Access` and
-//! `Request` rules are applied again on every refetch), bound with the subscription's values
-//! and run as `/get` runs it.
+//! The one seam between live answers and the pipeline: the subscriptions of one shape in, one
+//! answer each out. Each answer is what the subscription's GET would answer now, read through
+//! the pipeline's stages: the plan of its shape taken from the current snapshot (so the same
+//! visitor, roles, `Access` and `Request` rules are applied again on every refetch; GETS and
+//! HEADS are prepared again, as their `Request` structures may have changed), run as a
+//! refetch.
 
 use super::answer::Written;
 use super::registry::{Query, Shared};
 use super::Live;
-use apijet_core::Method;
-use apijet_plan::read::{Dependencies, ReadPlan};
+use crate::observe::Facts;
+use crate::pipeline::plan::{Action, Purpose, SharedPlan};
+use crate::pipeline::prepare::{Asked, Body, Call};
+use crate::pipeline::run::Origin;
+use crate::pipeline::Pipeline;
+use apijet_plan::read::Dependencies;
 use apijet_response::ApiError;
-use serde_json::Value as Json;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -39,13 +43,22 @@ pub async fn refetch(
         },
     };
     // The results of a shape share its plan, planned once per refetch, unless it holds a
-    // visitor's own values (then each is planned for its visitor, as its GET is).
-    let shared = match together.alone.first() {
-        Some(&i) => plan(live, &results[i].query)
-            .ok()
-            .and_then(|(plan, values)| (values.is_none() && !plan.visitor_bound).then_some(plan)),
-        None => None,
-    };
+    // visitor's own values (then each is planned for its visitor, as its GET is) or its
+    // request is prepared again (GETS, HEADS).
+    let shared = together.alone.first().and_then(|&i| {
+        let query = &results[i].query;
+        if query.source.is_some() {
+            return None;
+        }
+        let pipeline = &live.pipeline;
+        let planned = pipeline.plan_read(
+            &pipeline.snapshot(),
+            &query.read,
+            &query.client,
+            Purpose::Whole,
+        );
+        planned.ok()?.shared()
+    });
     let tasks: Vec<_> = together
         .alone
         .iter()
@@ -58,8 +71,8 @@ pub async fn refetch(
             );
             tokio::spawn(async move {
                 let _permit = permits.acquire().await;
-                let (answer, deps) = read_with(&live, &results[i].query, shared).await;
-                results[i].publish(Written::of(answer));
+                let (written, deps) = read(&live.pipeline, &results[i].query, shared).await;
+                results[i].publish(written);
                 deps
             })
         })
@@ -75,69 +88,50 @@ pub async fn refetch(
     }
 }
 
-/// What the query's GET (or GETS, HEAD, HEADS) answers now, and what its plan depends on
-/// (none when it could not be planned).
-pub async fn read_once(live: &Live, query: &Query) -> (Json, Option<Dependencies>) {
-    read_with(live, query, None).await
-}
-
-/// [`read_once`], with the plan of its shape when the caller has it already.
-async fn read_with(
-    live: &Live,
+/// What the query's GET (or GETS, HEAD, HEADS) answers now, written (an error as its
+/// envelope), and what its plan depends on (none when it could not be planned); with the plan
+/// of its shape when the caller has it already.
+async fn read(
+    pipeline: &Arc<Pipeline>,
     query: &Query,
-    shared: Option<Arc<ReadPlan>>,
-) -> (Json, Option<Dependencies>) {
-    let mut watch = apijet_exec::cancel::current();
-    if query.visitor.is_none() && !live.settings.anonymous_timeout.is_zero() {
-        // The statements of a visitor who is not logged in stop as their GET's do.
-        watch = watch.with_timeout(
-            live.settings.anonymous_timeout,
-            "anonymous_statement_timeout_ms",
-        );
+    shared: Option<SharedPlan>,
+) -> (Written, Option<Dependencies>) {
+    let mut deps = None;
+    let answer = async {
+        let again;
+        let read = match &query.source {
+            Some(source) => {
+                let method = query.method.name().to_ascii_lowercase();
+                let call = Call {
+                    method: &method,
+                    tag: None,
+                    query: &[],
+                    body: Body::Sent(source),
+                };
+                again = pipeline.prepare(call, &query.client, &mut Facts::default())?;
+                match &again.asked {
+                    Asked::Read(read) => read,
+                    _ => return Err(ApiError::Internal("a subscription is no read".into())),
+                }
+            }
+            None => &query.read,
+        };
+        let action = match &shared {
+            Some(plan) => plan.bind(&read.values),
+            None => {
+                pipeline.plan_read(&pipeline.snapshot(), read, &query.client, Purpose::Whole)?
+            }
+        };
+        deps = Some(action.plan.dependencies().clone());
+        let action = Action::Read(action);
+        let mut facts = Facts::default();
+        let answered = pipeline.run(action, &query.client, Origin::Refetch, &mut facts);
+        answered.await?.into_json()
     }
-    let pipeline = &live.pipeline;
-    let planned = match shared {
-        Some(plan) => Ok((plan, None)),
-        None => plan(live, query),
+    .await;
+    let written = match answer {
+        Ok(answer) => Written::of(answer),
+        Err(e) => Written::of(pipeline.failure(&e)),
     };
-    let deps = planned
-        .as_ref()
-        .ok()
-        .map(|(plan, _)| plan.dependencies().clone());
-    let read = async {
-        let (plan, values) = planned?;
-        let values = values.as_deref().unwrap_or(&query.values);
-        pipeline
-            .read_whole(&plan, values, query.visitor.as_ref(), None)
-            .await
-    };
-    let answer = match apijet_exec::cancel::watched(watch, read).await {
-        Ok(a) => a,
-        Err(e) => pipeline.failure(&e),
-    };
-    (answer, deps)
-}
-
-/// The plan of the query's shape in the current snapshot, with the values to bind when they
-/// are not the query's own (GETS and HEADS are verified again: the `Request` structures may
-/// have changed).
-fn plan(live: &Live, query: &Query) -> Result<(Arc<ReadPlan>, Option<Vec<Json>>), ApiError> {
-    let pipeline = &live.pipeline;
-    let snapshot = pipeline.snapshot();
-    let visitor = query.visitor.as_ref();
-    match query.method {
-        Method::Get | Method::Head => {
-            let plan = pipeline.plan_of(&query.req, query.method, visitor, &snapshot)?;
-            Ok((plan, None))
-        }
-        Method::Gets | Method::Heads => {
-            let verified = pipeline.verify(query.method, query.map.clone(), &snapshot)?;
-            let (req, values) = pipeline.shape_of(verified)?;
-            let plan = pipeline.plan_of(&req, query.method, visitor, &snapshot)?;
-            Ok((plan, Some(values)))
-        }
-        other => Err(ApiError::UnknownMethod(format!(
-            "{other} cannot be subscribed to: only get, gets, head and heads"
-        ))),
-    }
+    (written, deps)
 }

@@ -3,34 +3,32 @@
 
 use super::answer::{LiveAnswer, Written};
 use super::LiveSettings;
-use crate::pipeline::Pipeline;
+use crate::pipeline::changes::{Changes, Moved, Stamp};
+use crate::pipeline::prepare::{Client, Shaped};
 use apijet_core::{Method, Visitor};
 use apijet_plan::read::{Dependencies, ShapeKey};
-use apijet_plan::shape::Slots;
-use apijet_request::Request;
-use apijet_response::ApiError;
+use bytes::Bytes;
 use serde_json::{Map, Value as Json};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::watch;
 
-/// What a subscription asks, parsed once: the same request its GET would be.
+/// What a subscription asks, prepared once: the same request its GET would be.
 #[derive(Debug, Clone)]
 pub struct Query {
     /// GET, GETS, HEAD or HEADS.
     pub method: Method,
-    /// The request body as sent.
-    pub map: Map<String, Json>,
     /// Who asks.
-    pub visitor: Option<Visitor>,
+    pub client: Client,
+    /// The request as sent, for GETS and HEADS: prepared again on every refetch, since the
+    /// `Request` structures that verify it may have changed.
+    pub source: Option<Bytes>,
     /// The request's shape (its condition values in slots), verified by its `Request`
-    /// structure for GETS and HEADS when it was subscribed.
-    pub req: Request,
-    /// Its condition values, slot by slot.
-    pub values: Slots,
+    /// structure for GETS and HEADS when it was subscribed, and its values.
+    pub read: Shaped,
     /// The key of its plan: the results of one shape are refetched together.
     pub shape: ShapeKey,
 }
@@ -40,39 +38,30 @@ pub struct Query {
 pub type ResultKey = (ShapeKey, String);
 
 impl Query {
-    /// The query of `map` read as `method` by `visitor`; refused as its read would be refused
-    /// for a body that is no request or, for GETS and HEADS, fails its `Request` structure.
-    pub fn new(
-        pipeline: &Pipeline,
-        method: Method,
-        map: Map<String, Json>,
-        visitor: Option<Visitor>,
-    ) -> Result<Query, ApiError> {
-        let verified = match method {
-            Method::Gets | Method::Heads => {
-                pipeline.verify(method, map.clone(), &pipeline.snapshot())?
-            }
-            _ => map.clone(),
-        };
-        let (req, values) = pipeline.shape_of(verified)?;
-        let shape = ShapeKey::of(&req, method, visitor.is_some());
-        Ok(Query {
+    /// The query of `read`, prepared from `source` for `client`.
+    pub fn new(read: Shaped, client: Client, source: Bytes) -> Query {
+        let method = read.method;
+        Query {
             method,
-            map,
-            visitor,
-            req,
-            values,
-            shape,
-        })
+            shape: ShapeKey::of(&read.req, method, client.visitor.is_some()),
+            source: matches!(method, Method::Gets | Method::Heads).then_some(source),
+            client,
+            read,
+        }
+    }
+
+    /// The visitor who asks.
+    pub fn visitor(&self) -> Option<&Visitor> {
+        self.client.visitor.as_ref()
     }
 
     /// The key of its result.
     pub fn key(&self) -> ResultKey {
-        let values = serde_json::to_string(&self.values).unwrap_or_default();
+        let values = serde_json::to_string(&self.read.values).unwrap_or_default();
         // Everything the token carries decides what the visitor sees.
         (
             self.shape.clone(),
-            format!("{:?}\u{0}{values}", self.visitor),
+            format!("{:?}\u{0}{values}", self.client.visitor),
         )
     }
 }
@@ -81,18 +70,8 @@ impl Query {
 impl Query {
     /// The GET of `body` by a visitor who is not logged in, shaped as the planner shapes it.
     pub fn parsed(body: Json) -> Query {
-        let map = body.as_object().cloned().unwrap_or_default();
-        let mut req = Request::from_map(map.clone()).expect("a request");
-        let limits = apijet_plan::PlanOptions::default().expr;
-        let values = apijet_plan::shape::take_values(&mut req, &limits).expect("values");
-        Query {
-            method: Method::Get,
-            shape: ShapeKey::of(&req, Method::Get, false),
-            map,
-            visitor: None,
-            req,
-            values,
-        }
+        let read = Shaped::of_get(body);
+        Query::new(read, Client::default(), Bytes::new())
     }
 }
 
@@ -190,9 +169,6 @@ struct Inner {
     shapes: HashMap<ShapeKey, Shape>,
     holders: HashMap<Holder, usize>,
     open: usize,
-    /// When each table was last marked (`*`: every table), so that a shape registered after
-    /// its first read learns of a write that read may have missed. One entry per table.
-    marked: HashMap<String, Instant>,
 }
 
 /// Every open subscription of an instance.
@@ -275,6 +251,8 @@ pub struct Joining {
     pub deps: Dependencies,
     /// When that read started.
     pub read_at: Instant,
+    /// The generations of what writes changed, when that read started.
+    pub seen: Stamp,
     /// It wants patches.
     pub patch: bool,
 }
@@ -313,24 +291,24 @@ impl Registry {
     }
 
     /// Joins the result of the new subscription's query (made from its first answer when no
-    /// one follows it yet).
-    pub fn join(self: &Arc<Self>, new: Joining) -> (Arc<Shared>, Subscription) {
+    /// one follows it yet). A write `changes` tell of after the first read started may have
+    /// been missed by it: its shape is due at once. Looked at under the registry's lock, which
+    /// [`Registry::apply_marks`] takes too, so that no write falls between the two.
+    pub fn join(self: &Arc<Self>, new: Joining, changes: &Changes) -> (Arc<Shared>, Subscription) {
         let Joining {
             seat,
             query,
             written,
             deps,
             read_at,
+            seen,
             patch,
         } = new;
         let key = query.key();
         let shape = query.shape.clone();
-        let volatile = deps.volatile_with(&query.values);
+        let volatile = deps.volatile_with(&query.read.values);
         let mut inner = self.lock();
-        let missed = inner
-            .marked
-            .iter()
-            .any(|(t, at)| *at >= read_at && (t == super::EVERY_TABLE || deps.depends_on(t)));
+        let missed = changes.moved_since(seen, |t| deps.depends_on(t));
         let (shared, fresh) = match inner.results.get_mut(&key) {
             Some(entry) => {
                 entry.streams += 1;
@@ -383,18 +361,14 @@ impl Registry {
         (shared, subscription)
     }
 
-    /// Notes marked tables: every shape that reads one of them is due.
-    pub fn apply_marks(&self, marks: &BTreeSet<String>, now: Instant) {
-        if marks.is_empty() {
+    /// Notes what moved: every shape that reads one of its tables is due.
+    pub fn apply_marks(&self, moved: &Moved) {
+        if moved.is_empty() {
             return;
         }
         let mut inner = self.lock();
-        for t in marks {
-            inner.marked.insert(t.clone(), now);
-        }
-        let every = marks.contains(super::EVERY_TABLE);
         for shape in inner.shapes.values_mut() {
-            if every || marks.iter().any(|t| shape.deps.depends_on(t)) {
+            if moved.every || moved.tables.iter().any(|t| shape.deps.depends_on(t)) {
                 shape.dirty = true;
             }
         }

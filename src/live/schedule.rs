@@ -1,7 +1,8 @@
-//! When to refetch: marked tables make the shapes that read them due; a shape starts a refetch
-//! at most once per `live_interval_ms`, and without marks every `live_poll_ms` when set (or
-//! every interval when its answer depends on the clock). Refetches run as tasks; the reads in
-//! them share `live_concurrency` permits.
+//! When to refetch: the scheduler follows the generations of what writes changed, and a moved
+//! table makes the shapes that read it due; a shape starts a refetch at most once per
+//! `live_interval_ms`, and without changes every `live_poll_ms` when set (or every interval
+//! when its answer depends on the clock). Refetches run as tasks; the reads in them share
+//! `live_concurrency` permits.
 
 use super::registry::{Due, Shared};
 use super::Live;
@@ -17,17 +18,21 @@ pub async fn run(live: Arc<Live>) {
     // subscriptions follow the ones that ended; a mark or a new shape wakes it earlier.
     let idle = std::time::Duration::from_secs(1);
     let mut next: Option<tokio::time::Instant> = None;
+    let changes = &live.pipeline.changes;
+    let mut seen = changes.follow();
     loop {
         let soon = tokio::time::Instant::now() + idle;
         let sleep_until = next.map_or(soon, |n| n.min(soon));
         tokio::select! {
             () = live.wake.notified() => {}
-            () = live.pipeline.changes.changed() => {}
+            () = changes.wait(seen) => {}
             () = tokio::time::sleep_until(sleep_until) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         let now = Instant::now();
-        live.registry.apply_marks(&live.take_marks(), now);
+        let (moved, stamp) = changes.since(seen);
+        seen = stamp;
+        live.registry.apply_marks(&moved);
         let (due, at) = live.registry.due(now, &live.settings);
         next = at.map(tokio::time::Instant::from_std);
         let (open, shapes) = live.registry.counts();

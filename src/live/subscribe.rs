@@ -1,16 +1,19 @@
-//! A new subscription: counted against the limits, its first answer read as its GET would be,
-//! then joined to the result that identical subscriptions share. What the first read refuses
-//! (a bad request, `Access`, `Request`) is answered as `/get` answers it, and nothing is
-//! subscribed.
+//! A new subscription: prepared as its GET would be, counted against the limits, its first
+//! answer read through the pipeline's stages, then joined to the result that identical
+//! subscriptions share. What the call or its first read refuses (a bad request, a missing
+//! login, `Access`, `Request`) is answered as `/get` answers it, and nothing is subscribed.
 
 use super::answer::Written;
 use super::registry::{Holder, Joining, Query, Refusal};
 use super::stream::{event, EventStream};
 use super::Live;
-use apijet_core::{Method, Visitor};
+use crate::observe::Facts;
+use crate::pipeline::plan::{Action, Purpose};
+use crate::pipeline::prepare::{Asked, Body, Call, Client};
+use crate::pipeline::run::Origin;
+use apijet_core::Method;
 use apijet_response::ApiError;
 use bytes::Bytes;
-use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -19,9 +22,9 @@ pub struct Subscribe {
     /// GET, GETS, HEAD or HEADS.
     pub method: Method,
     /// The request.
-    pub map: Map<String, Json>,
+    pub body: Bytes,
     /// Who subscribes.
-    pub visitor: Option<Visitor>,
+    pub client: Client,
     /// When the visitor's login expires: the stream ends then.
     pub expires: Option<SystemTime>,
     /// Whom the per-visitor limit counts.
@@ -33,14 +36,25 @@ pub struct Subscribe {
 }
 
 impl Live {
-    /// Opens a subscription: its event stream, or the envelope that refuses it.
-    pub async fn subscribe(self: &Arc<Self>, s: Subscribe) -> Result<EventStream, Json> {
+    /// Opens a subscription: its event stream, or why it is refused.
+    pub async fn subscribe(self: &Arc<Self>, s: Subscribe) -> Result<EventStream, ApiError> {
         let pipeline = &self.pipeline;
+        let method = s.method.name().to_ascii_lowercase();
+        let call = Call {
+            method: &method,
+            tag: None,
+            query: &[],
+            body: Body::Sent(&s.body),
+        };
+        let prepared = pipeline.prepare(call, &s.client, &mut Facts::default())?;
+        let Asked::Read(read) = prepared.asked else {
+            return Err(ApiError::Internal("a subscription is no read".into()));
+        };
         let seat = self
             .registry
             .seat(s.holder, &self.settings)
             .map_err(|refusal| {
-                let msg = match refusal {
+                ApiError::TooManyRequests(match refusal {
                     Refusal::Instance(n) => format!(
                         "this server holds {n} open subscriptions, its limit (setting \
                          live_max_subscriptions): try again later or on another instance"
@@ -49,28 +63,34 @@ impl Live {
                         "you hold {n} open subscriptions, the limit per visitor (setting \
                          live_max_per_visitor): close one first"
                     ),
-                };
-                pipeline.failure(&ApiError::TooManyRequests(msg))
+                })
             })?;
-        let query =
-            Query::new(pipeline, s.method, s.map, s.visitor).map_err(|e| pipeline.failure(&e))?;
+        let query = Query::new(read, s.client, s.body);
+        let seen = pipeline.changes.stamp();
         let read_at = Instant::now();
-        let (answer, deps) = super::refetch::read_once(self, &query).await;
-        let written = Written::of(answer);
-        let Some(deps) = deps.filter(|_| written.code == 200) else {
-            // Refused as its GET is: nothing to follow.
-            return Err(serde_json::from_slice(&written.full()).unwrap_or_default());
-        };
+        let action = pipeline.plan_read(
+            &prepared.snapshot,
+            &query.read,
+            &query.client,
+            Purpose::Whole,
+        )?;
+        let deps = action.plan.dependencies().clone();
+        let action = Action::Read(action);
+        let mut facts = Facts::default();
+        let answered = pipeline.run(action, &query.client, Origin::Subscribe, &mut facts);
+        let written = Written::of(answered.await?.into_json()?);
         let first_id = written.id.clone();
         let first = event(Some(&first_id), None, &written.full());
-        let (shared, subscription) = self.registry.join(Joining {
+        let joining = Joining {
             seat,
             query,
             written,
             deps,
             read_at,
+            seen,
             patch: s.patch,
-        });
+        };
+        let (shared, subscription) = self.registry.join(joining, &pipeline.changes);
         self.wake.notify_one();
         let mut answers = shared.latest.subscribe();
         if answers.borrow().id != first_id {

@@ -28,7 +28,7 @@ pub struct Form {
 /// arrays without global keys, the first a table object chosen by a plain `id` (a number or
 /// a text) and no `id{}`.
 pub fn form(query: &Query) -> Option<Form> {
-    let req = &query.req;
+    let req = &query.read.req;
     let plain = query.method == Method::Get
         && req.tag.is_none()
         && req.version.is_none()
@@ -59,7 +59,7 @@ pub fn form(query: &Query) -> Option<Form> {
         }
     }
     let slot = slot?;
-    let id = query.values.get(slot)?;
+    let id = query.read.values.get(slot)?;
     (plain && rest_ok && (id.is_number() || id.is_string())).then(|| Form {
         first: first.key.clone(),
         slot,
@@ -177,7 +177,7 @@ mod tests {
         let f = form(&q).expect("read together");
         assert_eq!((f.first.as_str(), f.slot), ("Moment", 0));
         let (req, values) =
-            request(&q.req, f.slot, &q.values, &[json!(7), json!(8)]).expect("a request");
+            request(&q.read.req, f.slot, &q.read.values, &[json!(7), json!(8)]).expect("a request");
         // What the planner makes of the request written out by hand.
         let expected = Query::parsed(json!({"[]": {
             "count": 2,
@@ -186,6 +186,6 @@ mod tests {
             "Comment[]": {"count": 3, "Comment": {"momentId@": "[]/Moment/id", "toId@": "[]/Comment[]/x"}}
         }}));
         assert_eq!(ShapeKey::of(&req, Method::Get, false), expected.shape);
-        assert_eq!(values, expected.values);
+        assert_eq!(values, expected.read.values);
     }
 }

@@ -1,18 +1,20 @@
 //! The one way an MCP tool call reaches the API: [`call`] hands the request object to the
-//! application's request entry exactly as `POST /{method}` does (the same parser, login checks,
-//! `Request` structures, plans, limits, anonymous visitors' budget and timeout), under the
+//! application's request entry exactly as `POST /{method}` does: the pipeline's three stages
+//! (the same parser, login checks, `Request` structures, plans, limits), admitted as an MCP
+//! tool call (anonymous visitors' reads counted and timed as HTTP calls are), under the
 //! caller's watch, stopped when the caller hangs up or cancels; then the answer is gathered and
 //! sized for a model's context ([`super::fit`]). A refusal comes back as a tool error holding
 //! the APIJSON envelope, its code and message, so the agent can correct the request.
 
 use super::fit::{fit, unfinished, Fitted, Guide};
 use super::{Caller, Settings};
-use crate::app::entry::Call;
 use crate::app::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
+use crate::pipeline::prepare::{Body, Call, Client};
+use crate::pipeline::run::Origin;
 use apijet_response::stream::Chunk;
-use apijet_response::{refusal, ApiError};
+use apijet_response::{refusal, success, ApiError};
 use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -83,9 +85,11 @@ pub(crate) async fn call(
         method,
         tag: None,
         query: &[],
-        body: &body,
+        body: Body::Sent(&body),
+    };
+    let client = Client {
         visitor: caller.visitor.clone(),
-        peer: caller.peer,
+        address: caller.peer,
     };
     // The caller's watch (its socket, on SQLite) also stops statements when the call is
     // cancelled: a cancellation or hang-up reaches a statement already running.
@@ -100,8 +104,10 @@ pub(crate) async fn call(
     let limit = max_answer.saturating_mul(16).max(1 << 20);
     let work = apijet_exec::cancel::watched(watch, async {
         let mut facts = Facts::default();
-        let answer = state.answer(entry, &mut facts).await;
-        gather(state, answer, limit).await
+        match state.answer(entry, &client, Origin::Tool, &mut facts).await {
+            Ok(answer) => gather(state, answer, limit).await,
+            Err(e) => Some(state.pipeline.failure(&e)),
+        }
     });
     // Dropping `work` drops its statement, which cancels it in the database.
     let gathered = tokio::select! {
@@ -120,7 +126,8 @@ pub(crate) async fn call(
 /// stream is dropped there, which stops its statement).
 async fn gather(state: &AppState, answer: Answer, limit: usize) -> Option<Json> {
     let body = match answer {
-        Answer::Json(v) | Answer::Counted(v, _) => return Some(v),
+        Answer::Written { results, format } => return Some(success(results, format)),
+        Answer::Counted(v, _) => return Some(v),
         Answer::Bytes { body, .. } => body.to_vec(),
         Answer::Stream(mut rx) => {
             let mut body = Vec::new();
@@ -141,7 +148,7 @@ async fn gather(state: &AppState, answer: Answer, limit: usize) -> Option<Json> 
     };
     Some(match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => state.pipeline.failure(&ApiError::Unsupported(format!(
+        Err(e) => state.pipeline.failure(&ApiError::Internal(format!(
             "the answer could not be read back as JSON: {e}"
         ))),
     })

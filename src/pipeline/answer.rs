@@ -2,14 +2,21 @@
 //! a bounded channel, produced by a task of its own.
 
 use apijet_response::stream::Chunk;
-use serde_json::Value as Json;
+use apijet_response::{success, ApiError};
+use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// An answer: a JSON document, or a list streaming from the database.
 pub enum Answer {
-    /// The whole answer.
-    Json(Json),
+    /// What a write (or `/crud`) answers, before the envelope: its objects in request order,
+    /// their keys in their formatted spelling when `format`.
+    Written {
+        /// The objects.
+        results: Map<String, Json>,
+        /// `format`.
+        format: bool,
+    },
     /// The whole answer of a read, with the number of statements it ran.
     Counted(Json, usize),
     /// Chunks of a streamed list; the first one decides between data and an error envelope.
@@ -23,6 +30,22 @@ pub enum Answer {
         /// Rows it holds.
         rows: u64,
     },
+}
+
+impl Answer {
+    /// The answer as JSON, for a read the server made for itself ([`Purpose::Whole`]), which
+    /// is always assembled whole.
+    ///
+    /// [`Purpose::Whole`]: super::plan::Purpose::Whole
+    pub fn into_json(self) -> Result<Json, ApiError> {
+        match self {
+            Answer::Written { results, format } => Ok(success(results, format)),
+            Answer::Counted(v, _) => Ok(v),
+            Answer::Stream(_) | Answer::Bytes { .. } => Err(ApiError::Internal(
+                "a whole answer was planned, and another form came".into(),
+            )),
+        }
+    }
 }
 
 /// Chunks in flight per streamed answer: with ~32 KiB chunks this bounds a stream's buffer.

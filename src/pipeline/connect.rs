@@ -1,8 +1,10 @@
 //! Start-up: the primary and its read replicas, the demo dataset on a fresh SQLite file, the
 //! first snapshot, and the plan options the configuration sets.
 
+use super::admit::Admission;
 use super::snapshot::load_snapshot;
 use super::Pipeline;
+use crate::anonymous::AnonymousReads;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use apijet_core::Capabilities;
@@ -69,6 +71,10 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         max_batch: cfg.max_batch,
         metrics,
         changes: Default::default(),
+        admission: Admission::new(AnonymousReads::new(
+            cfg.anonymous_reads_per_address,
+            Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+        )),
     })
 }
 

@@ -1,18 +1,24 @@
-//! What every request through the stages shares: the database (the primary and its read
-//! replicas) with its dialect, the snapshot of what the database says the API is, the plan
-//! options, the ids of inserted rows and the counters. The request entry (`crate::app`) and
-//! the features around the pipeline (accounts, `/router` templates, `/crud`) read and write
-//! through it: [`read`] runs the plan of a request's shape, [`write`] the writes that are not
-//! the request entry's own.
+//! The pipeline: every call through the stages, whatever its entry point, is three calls —
+//! [`prepare`](Pipeline::prepare) (the body parsed and checked, a read's values in slots),
+//! [`plan`](Pipeline::plan) (an [`Action`](plan::Action): a read from the plans kept by shape,
+//! a write, or `/crud`) and [`run`](Pipeline::run) (admitted, then read on a replica or written
+//! in a transaction, what it changed told). Around them, what every call shares: the database
+//! (the primary and its read replicas) with its dialect, the snapshot of what the database says
+//! the API is, the plan options, the ids of inserted rows, the write queue, the counters and
+//! the generations of what writes changed ([`changes`]).
 
+pub mod admit;
 pub mod answer;
 pub mod cache;
 pub mod changes;
 mod connect;
+mod crud;
+pub mod feed;
+pub mod plan;
+pub mod prepare;
 mod read;
+pub mod run;
 pub mod snapshot;
-mod whole;
-mod write;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -20,13 +26,10 @@ use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ids::IdGenerator;
 use apijet_exec::queue::WriteQueue;
 use apijet_exec::read::fetch_rows;
-use apijet_exec::write::WriteEnv;
 use apijet_exec::Backend;
 use apijet_plan::schema::Table;
-use apijet_plan::verify::{verify, ExistenceCheck};
-use apijet_plan::write::WritePlan;
-use apijet_plan::{lookup, Context, PlanError, PlanOptions};
-use apijet_request::Request;
+use apijet_plan::verify::ExistenceCheck;
+use apijet_plan::{lookup, Context, PlanOptions};
 use apijet_response::{failure, ApiError};
 use apijet_sql::Dialect;
 use arc_swap::ArcSwap;
@@ -52,8 +55,10 @@ pub struct Pipeline {
     queue: Option<WriteQueue>,
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
-    /// The tables committed writes changed (live answers follow them).
+    /// The generations of what committed writes changed (live answers follow them).
     pub changes: changes::Changes,
+    /// What every piece of work is admitted under.
+    admission: admit::Admission,
 }
 
 impl Pipeline {
@@ -71,38 +76,6 @@ impl Pipeline {
         }
         let i = self.next_replica.fetch_add(1, Ordering::Relaxed);
         &self.replicas[i % self.replicas.len()]
-    }
-
-    pub(crate) fn write_env<'a>(
-        &'a self,
-        visitor: Option<&'a Visitor>,
-        snapshot: &'a Snapshot,
-    ) -> WriteEnv<'a> {
-        WriteEnv {
-            backend: &self.backend,
-            dialect: self.dialect.as_ref(),
-            schema: &snapshot.schema,
-            visitor,
-            ids: &self.ids,
-            max_insert_rows: self.max_batch,
-        }
-    }
-
-    /// Plans a verified write; `trusted` for the server's own (`/register`, accounts).
-    pub(crate) fn plan_write(
-        &self,
-        req: &Request,
-        checks: &[ExistenceCheck],
-        method: Method,
-        visitor: Option<&Visitor>,
-        snapshot: &Snapshot,
-        trusted: bool,
-    ) -> Result<WritePlan, PlanError> {
-        WritePlan::build(
-            req,
-            checks,
-            &self.context(method, visitor, snapshot, trusted),
-        )
     }
 
     /// What a request of `method` by `visitor` is verified and planned with on `snapshot`;
@@ -134,7 +107,7 @@ impl Pipeline {
         let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
         self.snapshot.store(Arc::new(fresh));
         // Access and Request rules may have changed: every followed read is read again.
-        self.changes.committed([changes::EVERY_TABLE]);
+        self.changes.everything();
         Ok(())
     }
 
@@ -150,14 +123,35 @@ impl Pipeline {
         failure(e, self.options.debug)
     }
 
-    /// GETS and HEADS: the `Request` table's structure decides what may run.
-    pub(crate) fn verify(
-        &self,
+    /// A write the server makes itself, without roles (an account endpoint, a sign-up): the
+    /// caller made the checks, and `checks` are the structure's. The three stages, as for
+    /// every call.
+    pub async fn trusted_write(
+        self: &Arc<Self>,
         method: Method,
-        map: Map<String, Json>,
-        snapshot: &Snapshot,
+        body: Map<String, Json>,
+        checks: &[ExistenceCheck],
     ) -> Result<Map<String, Json>, ApiError> {
-        Ok(verify(map, &self.context(method, None, snapshot, false))?.request)
+        let client = prepare::Client::default();
+        let prepared = self.prepare_trusted(method, body, checks.to_vec())?;
+        let action = self.plan(
+            &prepared.snapshot,
+            &prepared.asked,
+            &client,
+            plan::Purpose::Answer,
+        )?;
+        let answer = self
+            .run(
+                action,
+                &client,
+                run::Origin::Server,
+                &mut Default::default(),
+            )
+            .await?;
+        match answer {
+            answer::Answer::Written { results, .. } => Ok(results),
+            _ => Err(ApiError::Internal("a write answered as a read".into())),
+        }
     }
 
     /// The rows of `table` where `key = value`, with `columns` (`json_outputs` of them

@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod cancel;
 pub mod cell;
+pub mod feed;
 mod functions;
 pub mod ids;
 mod introspect;

@@ -9,11 +9,12 @@
 //! is never lost. If the shared statement fails (one row breaks a constraint), every row is
 //! retried in a transaction of its own: only the faulty row's client gets the error.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Tx};
+use crate::write::{atomically, Atomic, Running};
 use crate::ExecError;
 use apijet_core::Value;
 use apijet_plan::query::Insert;
-use apijet_sql::render_insert;
+use apijet_sql::{render_insert, Statement};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -148,16 +149,17 @@ async fn run_lane(
     }
 }
 
-async fn write_once(backend: &Backend, stmt: &apijet_sql::Statement) -> Result<u64, ExecError> {
-    let mut tx = backend.begin().await?;
-    match tx.execute(stmt).await {
-        Ok(n) => {
-            tx.commit().await?;
-            Ok(n)
-        }
-        Err(e) => {
-            let _ = tx.rollback().await;
-            Err(e)
-        }
+/// One batch's INSERT, in a transaction of its own.
+struct Batch<'a>(&'a Statement);
+
+impl Atomic for Batch<'_> {
+    type Done = u64;
+
+    fn run<'t>(&'t self, tx: &'t mut Tx<'_>) -> Running<'t, u64> {
+        Box::pin(tx.execute(self.0))
     }
+}
+
+async fn write_once(backend: &Backend, stmt: &Statement) -> Result<u64, ExecError> {
+    atomically(backend, &Batch(stmt)).await
 }

@@ -1,5 +1,5 @@
 //! POST, PUT and DELETE: a write's plan (`apijet_plan::write::WritePlan`) run in one
-//! transaction (protocol §10).
+//! transaction (protocol §10), the envelope every write runs in ([`atomically`]).
 //!
 //! The request has passed the `Request` structure already. Each object becomes one statement
 //! (a batch of inserts becomes one multi-row INSERT per chunk); the transaction commits only if
@@ -16,6 +16,8 @@ use apijet_plan::write::{WritePlan, WriteStep};
 use apijet_plan::PlanError;
 use apijet_sql::{render, Dialect, Statement};
 use serde_json::Value as Json;
+use std::future::Future;
+use std::pin::Pin;
 
 mod calls;
 mod change;
@@ -43,19 +45,56 @@ pub struct WriteEnv<'a> {
     pub max_insert_rows: usize,
 }
 
-/// Runs a write plan in one transaction; what it wrote, its objects in request order.
-pub async fn write(plan: &WritePlan, env: &WriteEnv<'_>) -> Result<WriteOutcome, ExecError> {
-    let mut tx = env.backend.begin().await?;
-    let result = write_in(&mut tx, plan, env).await;
-    match result {
-        Ok(out) => {
+/// The future of work inside a transaction. Boxed: an opaque future borrowing the transaction
+/// is not proven `Send` for every lifetime the caller's task needs.
+pub type Running<'t, T> = Pin<Box<dyn Future<Output = Result<T, ExecError>> + Send + 't>>;
+
+/// Work that runs inside one transaction ([`atomically`]).
+pub trait Atomic: Sync {
+    /// What it gives once committed.
+    type Done: Send;
+
+    /// Runs the work inside `tx`.
+    fn run<'t>(&'t self, tx: &'t mut Tx<'_>) -> Running<'t, Self::Done>;
+}
+
+/// Runs `work` in one transaction: committed when all of it succeeded, rolled back when any of
+/// it failed. The one envelope of every write: a write plan, the writes of a `/crud` call, a
+/// batch of the write queue.
+pub async fn atomically<A: Atomic>(backend: &Backend, work: &A) -> Result<A::Done, ExecError> {
+    let mut tx = backend.begin().await?;
+    match work.run(&mut tx).await {
+        Ok(done) => {
             tx.commit().await?;
-            Ok(out)
+            Ok(done)
         }
         Err(e) => {
             let _ = tx.rollback().await;
             Err(e)
         }
+    }
+}
+
+/// Write plans run one after the other in one transaction (a write, the writes of `/crud`):
+/// each plan's objects in request order.
+pub struct Plans<'a> {
+    /// The plans.
+    pub plans: &'a [&'a WritePlan],
+    /// What they run with.
+    pub env: &'a WriteEnv<'a>,
+}
+
+impl Atomic for Plans<'_> {
+    type Done = Vec<WriteOutcome>;
+
+    fn run<'t>(&'t self, tx: &'t mut Tx<'_>) -> Running<'t, Self::Done> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(self.plans.len());
+            for plan in self.plans {
+                out.push(write_in(tx, plan, self.env).await?);
+            }
+            Ok(out)
+        })
     }
 }
 
@@ -70,9 +109,8 @@ async fn count(tx: &mut Tx<'_>, stmt: &Statement) -> Result<u64, ExecError> {
         .unwrap_or(0))
 }
 
-/// Runs a write plan inside a transaction the caller owns: `/crud` runs several writes, each
-/// with its own method, in one transaction.
-pub async fn write_in(
+/// Runs a write plan inside a transaction; answers its objects in request order.
+async fn write_in(
     tx: &mut Tx<'_>,
     plan: &WritePlan,
     env: &WriteEnv<'_>,

@@ -30,9 +30,11 @@ pub enum ApiError {
         "URL path /{0} names no method: use one of [get, head, gets, heads, post, put, delete]"
     )]
     UnknownMethod(String),
-    /// A method this server does not offer yet.
-    #[error("{0} is not supported yet")]
-    Unsupported(String),
+    /// The server broke one of its own invariants (a plan and the sink of its answer that do
+    /// not fit, a hashing worker that died, a reload that failed): its fault, never the
+    /// client's, so 500 with the message kept for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The client has too much under way already (the message names the setting).
     #[error("{0}")]
     TooManyRequests(String),
@@ -119,7 +121,7 @@ impl ApiError {
                 ExecError::Forbidden(_) => 403,
             },
             ApiError::UnknownMethod(_) => 406,
-            ApiError::Unsupported(_) => 501,
+            ApiError::Internal(_) => 500,
             ApiError::TooManyRequests(_) => 429,
             ApiError::Account(e) => match e {
                 AccountError::Invalid(_) => 406,
@@ -250,5 +252,17 @@ mod tests {
             assert_eq!(e.message(false), e.to_string());
         }
         assert_eq!(ApiError::TooManyRequests("busy".into()).retry_after(), None);
+    }
+
+    #[test]
+    fn a_broken_invariant_is_the_servers_fault_and_its_message_stays_in_the_log() {
+        let e = ApiError::Internal("a held answer was streamed".into());
+        assert_eq!(e.code(), 500);
+        assert!(
+            !e.message(false).contains("held answer"),
+            "{}",
+            e.message(false)
+        );
+        assert!(e.message(true).contains("held answer"));
     }
 }

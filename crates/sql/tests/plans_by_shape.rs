@@ -7,7 +7,7 @@
 //! kept plan, while a different keyword or method is another shape.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::{Dependencies, MemberPlan, PlanCache, ReadPlan, ShapeKey};
+use apijet_plan::read::{Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadPlan, ShapeKey};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
@@ -298,6 +298,44 @@ fn plans_with_the_visitors_own_values_are_not_kept() {
     let first = cache.plan(&login, &inputs).expect("plan");
     let second = cache.plan(&login, &inputs).expect("plan");
     assert!(Arc::ptr_eq(&first, &second) && cache.len() == 1);
+}
+
+#[test]
+fn a_read_for_the_server_is_planned_whole_and_kept_apart_from_the_clients() {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let cache = PlanCache::default();
+    for (body, answer_mode) in [
+        (json!({"Moment": {"id": 5}}), Mode::Point),
+        (
+            json!({"Moment[]": {"count": 3, "Moment": {"userId": 5}}}),
+            Mode::List,
+        ),
+    ] {
+        let (req, _) = request(&body);
+        let answer = cache.plan(&req, &inputs).expect("plan");
+        let whole = cache.plan_for(&req, &inputs, Purpose::Whole).expect("plan");
+        assert_eq!(
+            (answer.mode, whole.mode),
+            (answer_mode, Mode::General),
+            "{body}"
+        );
+        assert_ne!(answer.shape(), whole.shape(), "{body}");
+        let again = cache.plan_for(&req, &inputs, Purpose::Whole).expect("plan");
+        assert!(
+            Arc::ptr_eq(&whole, &again),
+            "{body}: the whole plan is kept too"
+        );
+    }
+    assert_eq!(cache.len(), 4);
 }
 
 #[test]

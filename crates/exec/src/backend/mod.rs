@@ -8,7 +8,7 @@ mod sqlite_functions;
 mod target;
 
 pub use mysql::{MySqlBackend, MySqlTx};
-pub use postgres::{PgBackend, PgTx};
+pub use postgres::{Listener, PgBackend, PgTx};
 pub use sqlite::{SqliteBackend, SqliteTx};
 
 use crate::cancel::within_deadline;

@@ -21,6 +21,8 @@ use tokio_postgres::NoTls;
 mod cells;
 mod listen;
 
+pub use listen::Listener;
+
 use cells::{PgKind, RawValue};
 
 /// A pool of PostgreSQL connections.

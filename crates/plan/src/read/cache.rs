@@ -4,12 +4,13 @@
 //! The shape is the request with its condition values in slots ([`crate::shape`]), written out
 //! whole (every key, keyword and value left in it), and keyed with what planning reads beside
 //! the request: the method and whether the visitor is logged in (the role of an object without
-//! `@role` is UNKNOWN or LOGIN by that alone, and the `Access` check is decided by the role). A
+//! `@role` is UNKNOWN or LOGIN by that alone, and the `Access` check is decided by the role),
+//! and what the answer is for ([`Purpose`]: it decides the mode). A
 //! plan that holds the visitor's own values (a role's row filter, `getCurrentUser()`) or an
 //! error is not kept. The cache belongs to the schema snapshot, so a reload starts it empty;
 //! past [`PLAN_SHAPES`] shapes, an arbitrary one makes room.
 
-use super::ReadPlan;
+use super::{Purpose, ReadPlan};
 use crate::Context;
 use crate::PlanError;
 use apijet_core::Method;
@@ -28,17 +29,25 @@ pub const PLAN_SHAPES: usize = 1024;
 pub struct ShapeKey {
     method: Method,
     logged_in: bool,
+    purpose: Purpose,
     shape: String,
 }
 
 impl ShapeKey {
-    /// The key of the request `req`, whose condition values are slots already.
+    /// The key of the request `req`, whose condition values are slots already, read for an
+    /// answer to the client.
     pub fn of(req: &Request, method: Method, logged_in: bool) -> ShapeKey {
+        ShapeKey::of_for(req, method, logged_in, Purpose::Answer)
+    }
+
+    /// [`ShapeKey::of`] for `purpose`.
+    pub fn of_for(req: &Request, method: Method, logged_in: bool, purpose: Purpose) -> ShapeKey {
         let mut w = ShapeWriter(String::with_capacity(128));
         w.request(req);
         ShapeKey {
             method,
             logged_in,
+            purpose,
             shape: w.0,
         }
     }
@@ -56,14 +65,24 @@ pub struct PlanCache {
 }
 
 impl PlanCache {
-    /// The plan of `req` (condition values in slots): the one kept for its shape, else a new
-    /// one, kept when it may be shared.
+    /// The plan of `req` (condition values in slots) for an answer to the client: the one kept
+    /// for its shape, else a new one, kept when it may be shared.
     pub fn plan(&self, req: &Request, inputs: &Context<'_>) -> Result<Arc<ReadPlan>, PlanError> {
-        let key = ShapeKey::of(req, inputs.method, inputs.visitor.is_some());
+        self.plan_for(req, inputs, Purpose::Answer)
+    }
+
+    /// [`PlanCache::plan`] for `purpose`.
+    pub fn plan_for(
+        &self,
+        req: &Request,
+        inputs: &Context<'_>,
+        purpose: Purpose,
+    ) -> Result<Arc<ReadPlan>, PlanError> {
+        let key = ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose);
         if let Some(plan) = self.plans.read().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(plan);
         }
-        let plan = Arc::new(ReadPlan::build(req, inputs)?);
+        let plan = Arc::new(ReadPlan::build_for(req, inputs, purpose)?);
         if !plan.visitor_bound && !plan.has_errors {
             self.put(plan.shape().clone(), Arc::clone(&plan));
         }

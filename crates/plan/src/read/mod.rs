@@ -91,6 +91,19 @@ impl CacheHint {
     }
 }
 
+/// What a read's answer is for, which decides how it is produced: an input of planning, so
+/// that the plan of a shape says its own mode and no caller changes it afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Purpose {
+    /// An answer for the client, in the form that suits it: a point written as its row is
+    /// read, a list streamed from the cursor.
+    #[default]
+    Answer,
+    /// The whole answer as JSON, for the server itself (the parts of `/crud`, live answers):
+    /// always assembled whole ([`Mode::General`]).
+    Whole,
+}
+
 /// The plan of one read.
 #[derive(Debug)]
 pub struct ReadPlan {
@@ -121,8 +134,18 @@ pub struct ReadPlan {
 
 impl ReadPlan {
     /// Plans a read of the request `req`, whose condition values are slots already
-    /// ([`crate::shape::take_values`]), in the context `inputs` (a read's method).
+    /// ([`crate::shape::take_values`]), in the context `inputs` (a read's method), for an
+    /// answer to the client.
     pub fn build(req: &Request, inputs: &Context<'_>) -> Result<ReadPlan, PlanError> {
+        ReadPlan::build_for(req, inputs, Purpose::Answer)
+    }
+
+    /// [`ReadPlan::build`] for `purpose`.
+    pub fn build_for(
+        req: &Request,
+        inputs: &Context<'_>,
+        purpose: Purpose,
+    ) -> Result<ReadPlan, PlanError> {
         let customs = check_root_keywords(&req.globals, inputs.method, inputs.options)?;
         let mut builder = container::Builder::new(req, inputs);
         let root = builder.container(&req.root.members, "", 1);
@@ -152,9 +175,11 @@ impl ReadPlan {
             cache_hint: req.global("cache").and_then(CacheHint::read),
             has_errors: builder.has_errors,
             deps: builder.deps,
-            shape: ShapeKey::of(req, inputs.method, inputs.visitor.is_some()),
+            shape: ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose),
         };
-        plan.mode = plan.choose_mode(req, inputs.options);
+        if purpose == Purpose::Answer {
+            plan.mode = plan.choose_mode(req, inputs.options);
+        }
         Ok(plan)
     }
 
