@@ -9,9 +9,6 @@
 //! The store is bounded in bytes (quick_cache's S3-FIFO with a weigher): one answer may hold at
 //! most an eighth of it, so a streamed answer past that is forwarded but not kept.
 
-// Wired into the run stage once the generations of what writes changed are there.
-#![allow(dead_code)]
-
 use super::answer::Answer;
 use crate::metrics::CacheCounters;
 use apijet_core::Visitor;
@@ -333,6 +330,7 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
     }
 
     /// Bytes held now.
+    #[cfg(test)]
     pub fn bytes_held(&self) -> u64 {
         self.store.weight()
     }

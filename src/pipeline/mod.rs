@@ -59,6 +59,9 @@ pub struct Pipeline {
     pub changes: changes::Changes,
     /// What every piece of work is admitted under.
     admission: admit::Admission,
+    /// Answers kept in memory while what they read does not move (none: `answer_cache_bytes`
+    /// is 0).
+    pub answers: Option<Arc<cache::AnswerCache<changes::Stamp>>>,
 }
 
 impl Pipeline {
@@ -108,6 +111,9 @@ impl Pipeline {
         self.snapshot.store(Arc::new(fresh));
         // Access and Request rules may have changed: every followed read is read again.
         self.changes.everything();
+        if let Some(answers) = &self.answers {
+            answers.clear();
+        }
         Ok(())
     }
 
