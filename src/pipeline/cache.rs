@@ -123,15 +123,16 @@ impl<S> quick_cache::Weighter<Key, Arc<Entry<S>>> for ByBytes {
     }
 }
 
-/// Counts what the store evicts.
+/// Collects the keys the store lets go during one insert: what it evicted to make room, and
+/// the entry the insert replaced (quick_cache reports both alike).
 #[derive(Clone)]
-struct Evictions(Arc<CacheCounters>);
+struct LetGo;
 
-impl<S> quick_cache::Lifecycle<Key, Arc<Entry<S>>> for Evictions {
-    type RequestState = ();
+impl<S> quick_cache::Lifecycle<Key, Arc<Entry<S>>> for LetGo {
+    type RequestState = Vec<Key>;
 
-    fn on_evict(&self, _: &mut (), _key: Key, _entry: Arc<Entry<S>>) {
-        self.0.evictions.fetch_add(1, Relaxed);
+    fn on_evict(&self, gone: &mut Vec<Key>, key: Key, _entry: Arc<Entry<S>>) {
+        gone.push(key);
     }
 }
 
@@ -140,7 +141,7 @@ type Store<S> = quick_cache::sync::Cache<
     Arc<Entry<S>>,
     ByBytes,
     quick_cache::DefaultHashBuilder,
-    Evictions,
+    LetGo,
 >;
 
 /// The answers kept in memory; `S` is the stamp of the generations an answer was read at.
@@ -177,7 +178,7 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
             options,
             ByBytes,
             quick_cache::DefaultHashBuilder::default(),
-            Evictions(Arc::clone(&counters)),
+            LetGo,
         );
         Some(AnswerCache {
             store,
@@ -281,7 +282,11 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
             kept,
             weight: weight as u64,
         };
-        self.store.insert(key, Arc::new(entry));
+        let mut gone = Vec::new();
+        self.store
+            .insert_with_lifecycle(key.clone(), Arc::new(entry), &mut gone);
+        let evicted = gone.iter().filter(|k| **k != key).count();
+        self.counters.evictions.fetch_add(evicted as u64, Relaxed);
         self.held();
     }
 
@@ -423,6 +428,18 @@ mod tests {
             assert!(c.bytes_held() <= limit as u64);
         }
         assert!(c.counters.evictions.load(Relaxed) > 0);
+    }
+
+    #[test]
+    fn a_store_with_room_evicts_nothing() {
+        let c = cache(64 << 20, None);
+        for i in 0..20_000 {
+            c.keep_body(key(i), 0, &body(200), 1);
+        }
+        for i in 0..20_000 {
+            c.keep_body(key(i % 1000), 0, &body(200), 1);
+        }
+        assert_eq!(c.counters.evictions.load(Relaxed), 0);
     }
 
     #[test]
