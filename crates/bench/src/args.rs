@@ -51,7 +51,7 @@ Scenarios (--scenarios, in this order):
           p99) beside Hasura's published figures. Goal: 10,000 at p99 < 1 s on 2 cores.
   cache   Answers kept in memory: hot point lookups (1,000 hot PurchSkuMaster keys) and the
           nested moment page, apijet with answer_cache = \"on\" vs apijet without it vs the
-          hand-written endpoint, then both reads again with a writer PUTting a Moment at 1 %
+          hand-written endpoint, then both reads again with writers PUTting comments at 1 %
           of the read rate. Goal (PostgreSQL): lookups ≥ 3× the hand-written endpoint, the
           nested page ≥ 5× apijet without the cache.
 

@@ -2,20 +2,20 @@
 //! over 1,000 hot keys) and the nested moment page (pages of 20 Moments with their User and
 //! Comments), each against apijet with `answer_cache = "on"`, apijet without it and, for the
 //! lookups, the hand-written endpoint (which reads the database each time), in the same run;
-//! then both reads again while a writer PUTs a Moment at 1 % of the read rate (a write moves
-//! the Moment table: the nested pages are read again, the lookups of another table are not).
+//! then both reads again while writers PUT Ada's comments at 1 % of the read rate (a write moves
+//! the Comment table: the nested pages are read again, the lookups of another table are not).
 
 use super::{empty_report, login, measure_level, ratio, same_answers, verify, warm_up, Ctx, Level};
 use crate::handwritten::Lookup;
 use crate::report::{Row, ScenarioReport, Side};
 use crate::server::{start_toml, ServerConfig};
-use apijet_testkit::data::demo::nested_page;
+use apijet_testkit::data::demo::{nested_page, ADA_EVERY, COMMENT_BASE};
 use apijet_testkit::data::sku;
 use apijet_testkit::engine::Engine;
 use apijet_testkit::http::Connection;
 use apijet_testkit::Rng;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,9 +27,6 @@ const HOT_KEYS: usize = 1000;
 
 /// Pages of the nested read (each a key of its own).
 const PAGES: u64 = 10;
-
-/// The Moment the writer changes (Ada's, the demo login's), and its content to put back.
-const WRITTEN_MOMENT: i64 = 1016;
 
 /// The metrics token of the servers under test, to read the cache's counters.
 const METRICS_TOKEN: &str = "apijet-bench-metrics";
@@ -148,8 +145,8 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
                         return Err(format!("{failed} of the writer's PUTs failed ({label})"));
                     }
                     r.notes.push(format!(
-                        "{label}: {done} PUTs of Moment {WRITTEN_MOMENT} during the step (1 % of \
-                         {rate:.0} req/s)"
+                        "{label}: {done} PUTs of Comment during the step (1 % of {rate:.0} \
+                         req/s)"
                     ));
                 }
                 for row in &measured {
@@ -226,8 +223,8 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
     ));
     r.notes.push(format!(
         "{HOT_KEYS} hot keys of {rows} rows; {PAGES} pages of 20 moments; c={c}, closed loop; \
-         the writer PUTs Moment {WRITTEN_MOMENT}'s content as Ada at 1 % of the step's \
-         read rate without writes"
+         the writers PUT Ada's comments (their content as it is) at 1 % of the step's read \
+         rate without writes"
     ));
     Ok(())
 }
@@ -295,52 +292,61 @@ async fn handwritten(ctx: &Ctx<'_>, bodies: &Arc<Vec<String>>, c: usize) -> Resu
     Ok(row)
 }
 
-/// PUTs of one Moment at a fixed rate, from a task of its own.
+/// PUTs of Ada's comments at a fixed rate, from tasks of their own: as many connections as a
+/// PUT's time under load needs to keep the rate (each PUT writes its comment's own content
+/// again, so the data stays as generated; a write moves the generation all the same).
 struct Writer {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<(u64, u64)>,
+    tasks: Vec<tokio::task::JoinHandle<(u64, u64)>>,
 }
 
 impl Writer {
     fn start(addr: SocketAddr, auth: &(String, String), rate: f64) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
-        let every = Duration::from_secs_f64(1.0 / rate.max(0.5));
-        let auth = auth.clone();
-        let flag = Arc::clone(&stop);
-        let task = tokio::spawn(async move {
-            let (done, failed) = (AtomicU64::new(0), AtomicU64::new(0));
-            let mut client = Connection::new(addr);
-            let mut n = 0u64;
-            while !flag.load(Ordering::Relaxed) {
-                n += 1;
-                let body = format!(
-                    "{{\"tag\":\"Moment\",\"Moment\":{{\"id\":{WRITTEN_MOMENT},\"content\":\
-                     \"Homemade bread attempt #4. Getting there.{}\"}}}}",
-                    if n.is_multiple_of(2) { "" } else { " " }
-                );
-                let headers = [(auth.0.as_str(), auth.1.as_str())];
-                match client.post("/put", &headers, body.as_bytes()).await {
-                    Ok((_, answer)) if apijet_testkit::body_code(&answer) == Some(200) => {
-                        done.fetch_add(1, Ordering::Relaxed)
+        let rate = rate.max(1.0);
+        let writers = ((rate / 25.0).ceil() as usize).clamp(1, 16);
+        let every = Duration::from_secs_f64(writers as f64 / rate);
+        let tasks = (0..writers)
+            .map(|w| {
+                let auth = auth.clone();
+                let flag = Arc::clone(&stop);
+                tokio::spawn(async move {
+                    let (mut done, mut failed) = (0u64, 0u64);
+                    let mut client = Connection::new(addr);
+                    let mut tick = tokio::time::interval(every);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    let mut n = w as u64;
+                    while !flag.load(Ordering::Relaxed) {
+                        tick.tick().await;
+                        // Ada's comments: every ADA_EVERY-th generated one.
+                        let g = ADA_EVERY * (1 + n % 1000);
+                        n += writers as u64;
+                        let body = format!(
+                            "{{\"tag\":\"Comment\",\"Comment\":{{\"id\":{},\"content\":\"comment number {g}\"}}}}",
+                            COMMENT_BASE + g as i64
+                        );
+                        let headers = [(auth.0.as_str(), auth.1.as_str())];
+                        match client.post("/put", &headers, body.as_bytes()).await {
+                            Ok((_, answer)) if apijet_testkit::body_code(&answer) == Some(200) => {
+                                done += 1
+                            }
+                            _ => failed += 1,
+                        }
                     }
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
-                };
-                tokio::time::sleep(every).await;
-            }
-            // Put back what the demo holds.
-            let body = format!(
-                "{{\"tag\":\"Moment\",\"Moment\":{{\"id\":{WRITTEN_MOMENT},\"content\":\
-                 \"Homemade bread attempt #4. Getting there.\"}}}}"
-            );
-            let headers = [(auth.0.as_str(), auth.1.as_str())];
-            let _ = client.post("/put", &headers, body.as_bytes()).await;
-            (done.into_inner(), failed.into_inner())
-        });
-        Writer { stop, task }
+                    (done, failed)
+                })
+            })
+            .collect();
+        Writer { stop, tasks }
     }
 
     async fn stop(self) -> (u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap_or((0, 1))
+        let mut total = (0, 0);
+        for t in self.tasks {
+            let (d, f) = t.await.unwrap_or((0, 1));
+            total = (total.0 + d, total.1 + f);
+        }
+        total
     }
 }
