@@ -136,13 +136,8 @@ impl<S> quick_cache::Lifecycle<Key, Arc<Entry<S>>> for LetGo {
     }
 }
 
-type Store<S> = quick_cache::sync::Cache<
-    Key,
-    Arc<Entry<S>>,
-    ByBytes,
-    quick_cache::DefaultHashBuilder,
-    LetGo,
->;
+type Store<S> =
+    quick_cache::sync::Cache<Key, Arc<Entry<S>>, ByBytes, quick_cache::DefaultHashBuilder, LetGo>;
 
 /// The answers kept in memory; `S` is the stamp of the generations an answer was read at.
 pub struct AnswerCache<S> {
