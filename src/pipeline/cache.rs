@@ -304,7 +304,8 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
                             _ => body = None,
                         }
                     }
-                    Chunk::Fail(_) => failed = true,
+                    // A failure, or an answer cut at its byte budget: not a whole answer.
+                    Chunk::Fail(_) | Chunk::Cut(_) => failed = true,
                     Chunk::Statements(_) => {}
                 }
                 if tx.send(chunk).await.is_err() {

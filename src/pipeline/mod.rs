@@ -7,7 +7,6 @@
 //! the API is, the plan options, the ids of inserted rows, the write queue, the counters and
 //! the generations of what writes changed ([`changes`]).
 
-pub mod admit;
 pub mod answer;
 pub mod cache;
 pub mod changes;
@@ -57,8 +56,8 @@ pub struct Pipeline {
     pub metrics: Arc<Metrics>,
     /// The generations of what committed writes changed (live answers follow them).
     pub changes: changes::Changes,
-    /// What every piece of work is admitted under.
-    admission: admit::Admission,
+    /// What every piece of work is admitted by: the ledger of what each client has under way.
+    pub ledger: Arc<crate::ledger::Ledger>,
     /// Answers kept in memory while what they read does not move (none: `answer_cache_bytes`
     /// is 0).
     pub answers: Option<Arc<cache::AnswerCache<changes::Stamp>>>,
