@@ -102,6 +102,59 @@ pub struct Metrics {
     timeouts: AtomicU64,
     slow_requests: AtomicU64,
     live: LiveCounters,
+    /// What the answer cache counts (`pipeline::cache`).
+    pub answer_cache: std::sync::Arc<CacheCounters>,
+}
+
+/// What the answer cache counts.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    /// Reads answered from memory.
+    pub hits: AtomicU64,
+    /// Reads looked up and not found (or found dead).
+    pub misses: AtomicU64,
+    /// Answers the store dropped to stay within its bytes.
+    pub evictions: AtomicU64,
+    /// Answers found dead: a table they read was written, or their time was up.
+    pub invalidations: AtomicU64,
+    /// Bytes the kept answers hold.
+    pub bytes: AtomicU64,
+}
+
+impl CacheCounters {
+    fn render(&self, out: &mut String) {
+        for (name, help, value) in [
+            (
+                "apijet_answer_cache_hits_total",
+                "Reads answered from the answer cache.",
+                &self.hits,
+            ),
+            (
+                "apijet_answer_cache_misses_total",
+                "Reads looked up in the answer cache and read fresh.",
+                &self.misses,
+            ),
+            (
+                "apijet_answer_cache_evictions_total",
+                "Answers dropped to keep the cache within answer_cache_bytes.",
+                &self.evictions,
+            ),
+            (
+                "apijet_answer_cache_invalidations_total",
+                "Kept answers found dead: a table they read was written, or their time was up.",
+                &self.invalidations,
+            ),
+        ] {
+            scalar(out, name, help, "counter", value.load(Relaxed));
+        }
+        scalar(
+            out,
+            "apijet_answer_cache_bytes",
+            "Bytes the answer cache holds.",
+            "gauge",
+            self.bytes.load(Relaxed),
+        );
+    }
 }
 
 /// The `method` label index for a URL segment.
@@ -134,6 +187,7 @@ impl Metrics {
             timeouts: AtomicU64::new(0),
             slow_requests: AtomicU64::new(0),
             live: LiveCounters::new(),
+            answer_cache: std::sync::Arc::default(),
         }
     }
 
@@ -328,6 +382,7 @@ impl Metrics {
             exec.queue_batch_max,
         );
         self.live.render(&mut out);
+        self.answer_cache.render(&mut out);
         out
     }
 }

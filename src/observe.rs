@@ -28,6 +28,8 @@ pub struct Facts {
     pub exec: Option<Duration>,
     /// Serializing a buffered answer.
     pub encode: Option<Duration>,
+    /// A read's `x-apijet-cache`: `hit` or `miss`.
+    pub cache: Option<&'static str>,
 }
 
 /// The tables a request names, for metrics (the first) and the access log (all of them,

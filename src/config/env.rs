@@ -90,6 +90,9 @@ pub(super) fn from_env() -> Result<Partial, String> {
         metrics_token: var("APIJET_METRICS_TOKEN")?,
         mcp: var("APIJET_MCP")?,
         mcp_max_answer_bytes: var("APIJET_MCP_MAX_ANSWER_BYTES")?,
+        answer_cache: var("APIJET_ANSWER_CACHE")?,
+        answer_cache_bytes: var("APIJET_ANSWER_CACHE_BYTES")?,
+        answer_cache_ttl_ms: var("APIJET_ANSWER_CACHE_TTL_MS")?,
         cors_origins: list("APIJET_CORS_ORIGINS"),
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(

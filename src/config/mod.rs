@@ -147,6 +147,34 @@ pub struct Config {
     pub mcp: bool,
     /// Most bytes of one MCP tool answer; longer answers are cut with paging guidance.
     pub mcp_max_answer_bytes: usize,
+    /// Answers kept in memory: for every cacheable read, or only those that ask (`@cache`).
+    pub answer_cache: AnswerCacheSetting,
+    /// Most bytes the kept answers hold together.
+    pub answer_cache_bytes: usize,
+    /// A kept answer is read again after this long (0: only when a table it read was
+    /// written). Unset: 0 on an engine with a change feed (PostgreSQL), 1000 elsewhere.
+    pub answer_cache_ttl_ms: Option<u64>,
+}
+
+/// Which reads' answers are kept in memory (`answer_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerCacheSetting {
+    /// Only those of requests that ask with `@cache` (0/ALL, 2/RAM).
+    Off,
+    /// Every cacheable read's (but those that ask `@cache`: 1/ROM).
+    On,
+}
+
+impl std::str::FromStr for AnswerCacheSetting {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "off" | "false" => Ok(AnswerCacheSetting::Off),
+            "on" | "true" => Ok(AnswerCacheSetting::On),
+            _ => Err(()),
+        }
+    }
 }
 
 /// How new passwords are stored (`password_storage`).
@@ -263,6 +291,9 @@ pub struct Partial {
     metrics_token: Option<String>,
     mcp: Option<bool>,
     mcp_max_answer_bytes: Option<usize>,
+    answer_cache: Option<AnswerCacheSetting>,
+    answer_cache_bytes: Option<usize>,
+    answer_cache_ttl_ms: Option<u64>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -336,6 +367,9 @@ impl Default for Config {
             metrics_token: String::new(),
             mcp: true,
             mcp_max_answer_bytes: 32 << 10,
+            answer_cache: AnswerCacheSetting::Off,
+            answer_cache_bytes: 64 << 20,
+            answer_cache_ttl_ms: None,
         }
     }
 }
@@ -438,8 +472,13 @@ impl Config {
             metrics_listen,
             metrics_token,
             mcp,
-            mcp_max_answer_bytes
+            mcp_max_answer_bytes,
+            answer_cache,
+            answer_cache_bytes
         );
+        if p.answer_cache_ttl_ms.is_some() {
+            self.answer_cache_ttl_ms = p.answer_cache_ttl_ms;
+        }
         if p.live_poll_ms.is_some() {
             self.live_poll_ms = p.live_poll_ms;
         }

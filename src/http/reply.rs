@@ -18,6 +18,15 @@ use std::sync::Arc;
 /// every response.
 static JSON_UTF8: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 static STATEMENTS: HeaderName = HeaderName::from_static("x-apijet-statements");
+static CACHE: HeaderName = HeaderName::from_static("x-apijet-cache");
+
+/// `x-apijet-cache` of a read's answer, from its facts.
+fn cache_header(r: &mut Response, facts: &Facts) {
+    if let Some(outcome) = facts.cache {
+        r.headers_mut()
+            .insert(CACHE.clone(), HeaderValue::from_static(outcome));
+    }
+}
 
 /// An HTTP 200 answer of JSON.
 fn json_ok(body: impl Into<Body>) -> Response {
@@ -77,6 +86,7 @@ pub async fn send(
             let mut r = json_response(&v);
             r.headers_mut()
                 .insert(STATEMENTS.clone(), HeaderValue::from(statements));
+            cache_header(&mut r, &facts);
             facts.statements = Some(statements);
             if tracing::enabled!(tracing::Level::INFO) {
                 facts.rows = Some(crate::observe::rows_in(&v, 0));
@@ -91,6 +101,7 @@ pub async fn send(
             let mut r = json_ok(body);
             r.headers_mut()
                 .insert(STATEMENTS.clone(), HeaderValue::from(statements));
+            cache_header(&mut r, &facts);
             facts.code = 200;
             facts.statements = Some(statements);
             facts.rows = Some(rows);
@@ -148,6 +159,7 @@ pub async fn send(
         r.headers_mut()
             .insert(STATEMENTS.clone(), HeaderValue::from(n));
     }
+    cache_header(&mut r, &facts);
     r.extensions_mut().insert(facts);
     r
 }

@@ -104,14 +104,16 @@ impl Live {
     /// Starts the scheduler and, where the backend has a change feed, the exchange with the
     /// other instances.
     pub fn start(self: &Arc<Self>) {
-        if !self.settings.enabled {
-            return;
+        // The answers kept in memory follow the other instances' writes too.
+        if self.settings.enabled || self.pipeline.answers.is_some() {
+            tokio::spawn(crate::pipeline::feed::run(
+                Arc::clone(&self.pipeline),
+                self.stop.subscribe(),
+            ));
         }
-        tokio::spawn(schedule::run(Arc::clone(self)));
-        tokio::spawn(crate::pipeline::feed::run(
-            Arc::clone(&self.pipeline),
-            self.stop.subscribe(),
-        ));
+        if self.settings.enabled {
+            tokio::spawn(schedule::run(Arc::clone(self)));
+        }
     }
 
     /// Ends every stream (SIGTERM): each says so and closes.

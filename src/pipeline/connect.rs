@@ -51,7 +51,13 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         Some(id) => IdGenerator::for_instance(id)?,
         None => IdGenerator::new(),
     };
+    let answers = answer_cache(cfg, &backend, &metrics);
+    let changes = super::changes::Changes::default();
+    if answers.is_some() {
+        changes.follow();
+    }
     Ok(Pipeline {
+        answers,
         replicas,
         next_replica: AtomicUsize::new(0),
         dialect: backend.dialect(),
@@ -70,7 +76,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         ids,
         max_batch: cfg.max_batch,
         metrics,
-        changes: Default::default(),
+        changes,
         ledger: Ledger::new(Budgets {
             anonymous_reads_per_address: cfg.anonymous_reads_per_address,
             logins_per_client: cfg.logins_per_client,
@@ -164,4 +170,26 @@ fn served_names(engine: Capabilities, url: &str) -> Served {
             .collect(),
         schemas,
     }
+}
+
+/// The answers kept in memory (none when `answer_cache_bytes` is 0). Kept answers of an engine
+/// whose instances cannot hear each other's writes are read again after
+/// `answer_cache_ttl_ms` (default 1000 there, none where the backend has a change feed).
+fn answer_cache(
+    cfg: &Config,
+    backend: &Backend,
+    metrics: &Metrics,
+) -> Option<Arc<super::cache::AnswerCache<super::changes::Stamp>>> {
+    let default_ttl = match backend.change_feed() {
+        Some(_) => 0,
+        None => 1000,
+    };
+    let ttl_ms = cfg.answer_cache_ttl_ms.unwrap_or(default_ttl);
+    super::cache::AnswerCache::new(
+        cfg.answer_cache_bytes,
+        cfg.answer_cache == crate::config::AnswerCacheSetting::On,
+        (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)),
+        Arc::clone(&metrics.answer_cache),
+    )
+    .map(Arc::new)
 }

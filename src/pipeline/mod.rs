@@ -8,6 +8,7 @@
 //! the generations of what writes changed ([`changes`]).
 
 pub mod answer;
+pub mod cache;
 pub mod changes;
 mod connect;
 mod crud;
@@ -58,6 +59,9 @@ pub struct Pipeline {
     pub changes: changes::Changes,
     /// What every piece of work is admitted by: the ledger of what each client has under way.
     pub ledger: Arc<crate::ledger::Ledger>,
+    /// Answers kept in memory while what they read does not move (none: `answer_cache_bytes`
+    /// is 0).
+    pub answers: Option<Arc<cache::AnswerCache<changes::Stamp>>>,
 }
 
 impl Pipeline {
@@ -107,6 +111,9 @@ impl Pipeline {
         self.snapshot.store(Arc::new(fresh));
         // Access and Request rules may have changed: every followed read is read again.
         self.changes.everything();
+        if let Some(answers) = &self.answers {
+            answers.clear();
+        }
         Ok(())
     }
 

@@ -2,8 +2,10 @@
 //! primary), into the writer of the answer's form; a streamed list from a task of its own.
 
 use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
+use super::cache::{CacheOutcome, Key};
 use super::plan::ReadAction;
 use super::prepare::Client;
+use super::run::Origin;
 use super::Pipeline;
 use crate::ledger::Admitted;
 use crate::observe::Facts;
@@ -22,12 +24,16 @@ use tokio::sync::mpsc;
 impl Pipeline {
     /// Runs a read: on the primary when `primary` (the reads of `/crud`, which see its
     /// writes), else where its method reads. `admitted` is held until its answer is complete.
+    ///
+    /// Its answer may come from, and go into, the answers kept in memory: looked up after
+    /// admission (a kept answer is admitted and counted as any), kept with the stamp of the
+    /// generations taken before the read started.
     pub(super) async fn read(
         self: &Arc<Self>,
         read: ReadAction<'_>,
         client: &Client,
         admitted: Option<Admitted>,
-        primary: bool,
+        (primary, origin): (bool, Origin),
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
         let ReadAction {
@@ -35,6 +41,29 @@ impl Pipeline {
             values,
             options,
         } = read;
+        facts.cache = Some(CacheOutcome::Miss.as_str());
+        let kept = match &self.answers {
+            // Budgets of its own answer differently; a refetch on an engine whose instances
+            // cannot hear each other's writes is what finds other programs' writes.
+            Some(answers)
+                if options.is_none()
+                    && (origin != Origin::Refetch || self.backend.change_feed().is_some()) =>
+            {
+                answers.wanted(&plan, values).map(|parts| {
+                    let key = Key::of(&plan, values, client.visitor.as_ref(), parts);
+                    (answers, key, self.changes.stamp())
+                })
+            }
+            _ => None,
+        };
+        if let Some((answers, key, _)) = &kept {
+            let deps = plan.dependencies();
+            let moved = |at| self.changes.moved_since(at, |t| deps.depends_on(t));
+            if let Some(answer) = answers.get(key, moved) {
+                facts.cache = Some(CacheOutcome::Hit.as_str());
+                return Ok(answer);
+            }
+        }
         let reader = if primary {
             Arc::clone(&self.backend)
         } else {
@@ -42,7 +71,11 @@ impl Pipeline {
         };
         if matches!(plan.mode, Mode::List | Mode::Nested) {
             let visitor = client.visitor.clone();
-            return Ok(self.stream(plan, values.to_vec(), reader, visitor, admitted));
+            let answer = self.stream(plan, values.to_vec(), reader, visitor, admitted);
+            return Ok(match (kept, answer) {
+                (Some((answers, key, stamp)), Answer::Stream(rx)) => answers.tee(key, stamp, rx),
+                (_, answer) => answer,
+            });
         }
         let running = std::time::Instant::now();
         let mut env = self.env(&reader, client.visitor.as_ref(), values);
@@ -68,6 +101,13 @@ impl Pipeline {
         };
         facts.encode = Some(encoding.elapsed());
         drop(admitted);
+        if let Some((answers, key, stamp)) = kept {
+            match &answer {
+                Answer::Bytes { body, rows, .. } => answers.keep_body(key, stamp, body, *rows),
+                Answer::Counted(v, _) => answers.keep_json(key, stamp, v),
+                _ => {}
+            }
+        }
         Ok(answer)
     }
 

@@ -70,7 +70,7 @@ impl Pipeline {
         apijet_exec::cancel::watched(watch, async move {
             match action {
                 Action::Read(read) => {
-                    Box::pin(self.read(read, client, Some(admitted), false, facts)).await
+                    Box::pin(self.read(read, client, Some(admitted), (false, origin), facts)).await
                 }
                 Action::Write(write) => {
                     let answer = Box::pin(self.write(&write, client.visitor.as_ref())).await;
@@ -156,7 +156,9 @@ impl Pipeline {
             }
         }
         for (key, read) in crud.reads {
-            let answer = self.read(read, client, None, true, facts).await?;
+            let answer = self
+                .read(read, client, None, (true, Origin::Call), facts)
+                .await?;
             if let Json::Object(mut results) = answer.into_json()? {
                 if let Some(v) = results.remove(key) {
                     answers.push((key.to_string(), v));

@@ -22,6 +22,9 @@ mod protocol_joins;
 mod protocol_small;
 mod writes;
 
+// Answers kept in memory.
+mod answer_cache;
+
 // Who may do what.
 mod access;
 mod accounts;

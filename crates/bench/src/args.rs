@@ -49,6 +49,11 @@ Scenarios (--scenarios, in this order):
           subscribed moment changed once a second by a writer outside apijet. Reports apijet's,
           the database's and the subscribers' CPU and the delay from commit to event (median,
           p99) beside Hasura's published figures. Goal: 10,000 at p99 < 1 s on 2 cores.
+  cache   Answers kept in memory: hot point lookups (1,000 hot PurchSkuMaster keys) and the
+          nested moment page, apijet with answer_cache = \"on\" vs apijet without it vs the
+          hand-written endpoint, then both reads again with writers PUTting comments at 1 %
+          of the read rate. Goal (PostgreSQL): lookups ≥ 3× the hand-written endpoint, the
+          nested page ≥ 5× apijet without the cache.
 
 Data (generated in the database, with a progress bar): t_event (2,000,000 rows),
 purch_sku_master (2,000,000 rows), the demo dataset scaled to 10,000 users, 100,000 moments,
@@ -83,6 +88,7 @@ pub enum ScenarioId {
     Tfb,
     Insert,
     Live,
+    Cache,
 }
 
 /// `apijet bench` options: the command line of the `apijet-bench` binary, which `apijet bench`
@@ -108,7 +114,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub engines: Option<Vec<Engine>>,
     /// Scenarios, comma-separated (they always run in the order list, point, nested, tfb,
-    /// insert) [default: all; with --compare, the old run's].
+    /// insert, live, cache) [default: all; with --compare, the old run's].
     #[arg(long, value_delimiter = ',')]
     pub scenarios: Option<Vec<ScenarioId>>,
     /// A smoke run: tiny data, short steps (seconds per engine). For CI.
@@ -208,6 +214,7 @@ impl BenchArgs {
                 ScenarioId::Tfb,
                 ScenarioId::Insert,
                 ScenarioId::Live,
+                ScenarioId::Cache,
             ]
         })
     }

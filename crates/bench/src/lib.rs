@@ -297,13 +297,14 @@ async fn run_engine(
     if want(ScenarioId::List) {
         data::t_event::generate(&mut conn, engine, settings.t_event_rows).await?;
     }
-    if want(ScenarioId::Point) {
+    if want(ScenarioId::Point) || want(ScenarioId::Cache) {
         data::sku::generate(&mut conn, engine, settings.sku_rows).await?;
     }
     if want(ScenarioId::Nested)
         || want(ScenarioId::Tfb)
         || want(ScenarioId::Insert)
         || want(ScenarioId::Live)
+        || want(ScenarioId::Cache)
     {
         data::demo::scale_up(&mut conn, engine, settings.demo).await?;
     }
@@ -329,6 +330,7 @@ async fn run_engine(
             ScenarioId::Tfb => scenario::tfb::run(&ctx).await,
             ScenarioId::Insert => scenario::inserts::run(&ctx).await,
             ScenarioId::Live => scenario::live::run(&ctx).await,
+            ScenarioId::Cache => scenario::cache::run(&ctx).await,
         };
         println!("{}", report::table::scenario_section(&r, &db.version));
         results.push(r);

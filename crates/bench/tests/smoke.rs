@@ -28,7 +28,7 @@ fn skip(reason: &str) {
     eprintln!("\n*** SKIPPED: {reason} ***\n");
 }
 
-const SCENARIOS: [&str; 6] = ["list", "point", "nested", "tfb", "insert", "live"];
+const SCENARIOS: [&str; 7] = ["list", "point", "nested", "tfb", "insert", "live", "cache"];
 
 fn out_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("apijet-bench-smoke-{}", std::process::id()));

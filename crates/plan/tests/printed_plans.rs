@@ -280,3 +280,8 @@ fn writes() {
 fn role_filters() {
     check("roles");
 }
+
+#[test]
+fn answer_cache_keys() {
+    check("cache");
+}

@@ -4,6 +4,7 @@
 //! logging in, and one load level measured closed-loop for peak throughput and then open-loop
 //! at a fraction of that peak for latency.
 
+pub mod cache;
 pub mod inserts;
 pub mod list;
 pub mod live;

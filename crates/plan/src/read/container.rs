@@ -284,6 +284,7 @@ impl<'a> Builder<'a> {
     fn call(&mut self, text: &str) -> Planned {
         let call = Call::read(text);
         self.has_errors |= call.is_err();
+        self.deps.visitor.note_call(&call);
         call
     }
 
@@ -369,6 +370,7 @@ impl<'a> Builder<'a> {
     ) -> Option<Result<Box<ObjectPlan>, PlanError>> {
         let visitor = self.inputs.visitor?;
         self.visitor_bound = true;
+        self.deps.visitor.id = true;
         let object = (|| {
             let key = TableKey::parse("User")
                 .ok_or_else(|| PlanError::Invalid("User is not a table key".into()))?;

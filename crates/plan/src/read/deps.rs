@@ -30,6 +30,54 @@ pub struct Dependencies {
     /// Slots whose value, a range expression (`"date{}": "now()>date"`), may call a function:
     /// the request's value there decides whether the read is volatile.
     pub expression_slots: Vec<usize>,
+    /// The parts of the visitor its statements and functions read (a role's row filter, the
+    /// owner ids a role lets conditions name, `getCurrentUser()`, the visitor functions).
+    pub visitor: VisitorParts,
+    /// `@explain` somewhere: the answer tells how it was read, not only what it holds.
+    pub explained: bool,
+}
+
+/// The parts of the visitor an answer is decided by, beyond whether there is one (which
+/// every plan is keyed by): two visitors equal in these parts get the same answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct VisitorParts {
+    /// The visitor's id (OWNER and CIRCLE rows, `getCurrentUser()`, `getCurrentUserId()`).
+    pub id: bool,
+    /// The visitor's contacts (CONTACT and CIRCLE rows, `getCurrentContactIdList()`).
+    pub contacts: bool,
+}
+
+impl VisitorParts {
+    /// Adds the parts `role`'s row filter reads.
+    pub(crate) fn note_role(&mut self, role: apijet_core::Role) {
+        use apijet_core::Role;
+        match role {
+            Role::Unknown | Role::Login => {}
+            Role::Owner => self.id = true,
+            Role::Contact => self.contacts = true,
+            // CIRCLE reads both; ADMIN is taken as reading everything it may be given.
+            Role::Circle | Role::Admin => {
+                self.id = true;
+                self.contacts = true;
+            }
+        }
+    }
+
+    /// Adds the parts a remote function reads.
+    pub(crate) fn note_call(&mut self, call: &crate::call::Planned) {
+        use crate::call::Function;
+        match call.as_ref().map(|c| c.function) {
+            Ok(Function::GetCurrentUserId | Function::GetCurrentUserIdAsList) => self.id = true,
+            Ok(Function::GetCurrentContactIdList) => self.contacts = true,
+            _ => {}
+        }
+    }
+
+    /// Adds `other`'s parts.
+    pub fn merge(&mut self, other: VisitorParts) {
+        self.id |= other.id;
+        self.contacts |= other.contacts;
+    }
 }
 
 impl Dependencies {
@@ -58,6 +106,8 @@ impl Dependencies {
                 self.expression_slots.push(slot);
             }
         }
+        self.visitor.merge(other.visitor);
+        self.explained |= other.explained;
     }
 
     /// Adds what the statements of a planned table object read: its source, select list,
@@ -77,6 +127,10 @@ impl Dependencies {
         if let Some(p) = &plan.role_filter {
             self.pred(p);
         }
+        if plan.role_filter.is_some() || plan.owner_reach.is_some() {
+            self.visitor.note_role(plan.role);
+        }
+        self.explained |= plan.explain;
         plan.group.iter().for_each(|g| self.expr(g));
         if let Some(h) = &plan.having {
             self.pred(h);
@@ -89,6 +143,9 @@ impl Dependencies {
 
     fn condition(&mut self, c: &CondSpec) {
         self.expr(&c.lhs);
+        if let Operand::Function(call) = &c.operand {
+            self.visitor.note_call(call);
+        }
         match &c.operand {
             Operand::Subquery(sub, _) => self.add(sub),
             Operand::Raw(_) => self.opaque = true,

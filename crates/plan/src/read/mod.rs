@@ -31,7 +31,7 @@ pub use arrays::{ArrayPlan, CarriedPlan};
 pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{entry_bytes, CacheBudget, PlanCache, ShapeKey};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
-pub use deps::Dependencies;
+pub use deps::{Dependencies, VisitorParts};
 pub use multiplex::{
     ListKind, MultiplexForm, MultiplexPlan, NotMultiplexed, MAX_LISTED_TEXT, MULTIPLEX_KEY,
 };
@@ -56,6 +56,43 @@ pub enum Mode {
     Nested,
     /// Everything else: the whole answer is assembled, then sent.
     General,
+}
+
+/// A request's `@cache`, as the reference spells it: where its answer may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheHint {
+    /// `0` / `"ALL"`: the database's cache and the server's memory.
+    All,
+    /// `1` / `"ROM"`: the database's own cache only; the server reads it fresh.
+    Rom,
+    /// `2` / `"RAM"`: the server's memory.
+    Ram,
+}
+
+impl CacheHint {
+    /// The hint a `@cache` value names (the keyword audit refuses any other).
+    pub fn read(value: &Json) -> Option<CacheHint> {
+        match value {
+            Json::Number(n) => match n.as_u64()? {
+                0 => Some(CacheHint::All),
+                1 => Some(CacheHint::Rom),
+                2 => Some(CacheHint::Ram),
+                _ => None,
+            },
+            Json::String(s) => match s.as_str() {
+                "0" | "ALL" => Some(CacheHint::All),
+                "1" | "ROM" => Some(CacheHint::Rom),
+                "2" | "RAM" => Some(CacheHint::Ram),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the answer may be kept in the server's memory.
+    pub fn in_memory(self) -> bool {
+        !matches!(self, CacheHint::Rom)
+    }
 }
 
 /// What a read's answer is for, which decides how it is produced: an input of planning, so
@@ -91,6 +128,8 @@ pub struct ReadPlan {
     pub visitor_bound: bool,
     /// The plan holds a part that could not be planned, kept as its error.
     pub has_errors: bool,
+    /// The request's `@cache`, when it has one.
+    pub cache_hint: Option<CacheHint>,
     /// The members that are counts (the objects of a HEAD or HEADS), by answer key.
     counts: Vec<String>,
     deps: Dependencies,
@@ -139,6 +178,7 @@ impl ReadPlan {
             format: req.format,
             refs,
             visitor_bound: builder.visitor_bound || role_bound(req, inputs),
+            cache_hint: req.global("cache").and_then(CacheHint::read),
             has_errors: builder.has_errors,
             deps: builder.deps,
             shape: ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose),
@@ -154,6 +194,17 @@ impl ReadPlan {
     /// too), and whether anything else decides its answer. Written once, while it is planned.
     pub fn dependencies(&self) -> &Dependencies {
         &self.deps
+    }
+
+    /// Whether the answer to this plan with these slot `values` may be kept and given again
+    /// while no table it depends on is written, and if so, which parts of the visitor decide
+    /// it (beyond whether there is one): `None` for an answer that can change without a write
+    /// apijet sees (the clock, chance, a raw fragment, a procedure, the catalogue), that tells
+    /// how it was read (`@explain`), or that holds an error.
+    pub fn answer_cache(&self, values: &[Json]) -> Option<VisitorParts> {
+        let d = &self.deps;
+        let kept = !self.has_errors && !d.opaque && !d.explained && !d.volatile_with(values);
+        kept.then_some(d.visitor)
     }
 
     /// The members of the answer that are counts (the objects of a HEAD), by answer key:

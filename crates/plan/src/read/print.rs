@@ -35,6 +35,9 @@ impl Display for ReadPlan {
             ("volatile", deps.volatile),
             ("format", self.format),
             ("visitor-bound", self.visitor_bound),
+            ("by-visitor-id", deps.visitor.id),
+            ("by-contacts", deps.visitor.contacts),
+            ("explained", deps.explained),
         ] {
             if on {
                 write!(f, " {flag}")?;

@@ -1,0 +1,452 @@
+//! Answers kept in memory while nothing they read changed: a follower of the generations of
+//! what writes changed ([`Changes`](super::changes::Changes)).
+//!
+//! An answer is kept under its plan's shape, its slot values and exactly the parts of the
+//! visitor the plan reads ([`ReadPlan::answer_cache`]), with the stamp of the generations taken
+//! *before* its read started. It is given again while no table the plan depends on moved after
+//! that stamp (and, where writes of other programs cannot be heard, for at most
+//! `answer_cache_ttl_ms`); an answer whose read overlapped a write is dead at its first look.
+//! The store is bounded in bytes (quick_cache's S3-FIFO with a weigher): one answer may hold at
+//! most an eighth of it, so a streamed answer past that is forwarded but not kept.
+
+use super::answer::Answer;
+use crate::metrics::CacheCounters;
+use apijet_core::Visitor;
+use apijet_plan::read::{Mode, ReadPlan, VisitorParts};
+use apijet_response::stream::Chunk;
+use bytes::{Bytes, BytesMut};
+use serde_json::Value as Json;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The bytes of a successful envelope up to `time`'s value: a kept body is cut there, and a
+/// hit gets the time of its own answer.
+const UNTIL_TIME: &[u8] = b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
+
+/// What an entry costs beyond its bytes (the key, the entry, the store's slot).
+const ENTRY_OVERHEAD: usize = 160;
+
+/// Whether a hit or a miss answered (`x-apijet-cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// A kept answer.
+    Hit,
+    /// A fresh read (kept when it could be).
+    Miss,
+}
+
+impl CacheOutcome {
+    /// The header value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheOutcome::Hit => "hit",
+            CacheOutcome::Miss => "miss",
+        }
+    }
+}
+
+/// The canonical key of an answer: one spelling per plan shape, values and visitor parts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key(Box<[u8]>);
+
+impl Key {
+    /// The key of `plan` run with `values` for `visitor`, of whom `parts` decide the answer.
+    ///
+    /// Written so that no two different inputs give one key: the method ends at a NUL, the
+    /// shape (UTF-8) at 0xFF, which UTF-8 never holds, the values are one JSON array (its
+    /// end is its own), and each visitor part has a tag and a length.
+    pub fn of(
+        plan: &ReadPlan,
+        values: &[Json],
+        visitor: Option<&Visitor>,
+        parts: VisitorParts,
+    ) -> Key {
+        let shape = plan.shape().shape();
+        let mut out = Vec::with_capacity(shape.len() + 32 + 8 * values.len());
+        out.extend_from_slice(plan.method.name().as_bytes());
+        out.push(0);
+        out.push(visitor.is_some() as u8);
+        out.push(match plan.mode {
+            Mode::Point => b'p',
+            Mode::List => b'l',
+            Mode::Nested => b'n',
+            Mode::General => b'g',
+        });
+        out.extend_from_slice(shape.as_bytes());
+        out.push(0xFF);
+        // A Vec<u8> writer cannot fail, and a JSON value always serializes.
+        let _ = serde_json::to_writer(&mut out, values);
+        if let Some(v) = visitor {
+            if parts.id {
+                out.push(b'i');
+                out.extend_from_slice(&v.id.to_le_bytes());
+            }
+            if parts.contacts {
+                out.push(b'c');
+                out.extend_from_slice(&(v.contacts.len() as u64).to_le_bytes());
+                for c in &v.contacts {
+                    out.extend_from_slice(&c.to_le_bytes());
+                }
+            }
+        }
+        Key(out.into_boxed_slice())
+    }
+
+    fn bytes(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// A kept answer.
+enum Kept {
+    /// A body written as JSON, up to `time`'s value.
+    Body { head: Bytes, rows: u64 },
+    /// A whole answer (a general read, the reads of `/crud` and live answers).
+    Json(Json),
+}
+
+struct Entry<S> {
+    stamp: S,
+    at: Instant,
+    kept: Kept,
+    weight: u64,
+}
+
+#[derive(Clone)]
+struct ByBytes;
+
+impl<S> quick_cache::Weighter<Key, Arc<Entry<S>>> for ByBytes {
+    fn weight(&self, _key: &Key, entry: &Arc<Entry<S>>) -> u64 {
+        entry.weight
+    }
+}
+
+/// Collects the keys the store lets go during one insert: what it evicted to make room, and
+/// the entry the insert replaced (quick_cache reports both alike).
+#[derive(Clone)]
+struct LetGo;
+
+impl<S> quick_cache::Lifecycle<Key, Arc<Entry<S>>> for LetGo {
+    type RequestState = Vec<Key>;
+
+    fn on_evict(&self, gone: &mut Vec<Key>, key: Key, _entry: Arc<Entry<S>>) {
+        gone.push(key);
+    }
+}
+
+type Store<S> =
+    quick_cache::sync::Cache<Key, Arc<Entry<S>>, ByBytes, quick_cache::DefaultHashBuilder, LetGo>;
+
+/// The answers kept in memory; `S` is the stamp of the generations an answer was read at.
+pub struct AnswerCache<S> {
+    store: Store<S>,
+    /// `answer_cache = "on"`: every cacheable read, not only those asking `@cache`.
+    every_read: bool,
+    /// Most bytes of one entry.
+    entry_limit: usize,
+    /// Most time an entry is given without looking again (none: until a write moves it).
+    ttl: Option<Duration>,
+    counters: Arc<CacheCounters>,
+}
+
+impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
+    /// A store of at most `bytes` bytes; `every_read` keeps every cacheable read's answer, not
+    /// only those whose request asks (`@cache`). `None` when `bytes` is 0.
+    pub fn new(
+        bytes: usize,
+        every_read: bool,
+        ttl: Option<Duration>,
+        counters: Arc<CacheCounters>,
+    ) -> Option<AnswerCache<S>> {
+        if bytes == 0 {
+            return None;
+        }
+        let entry_limit = bytes / 8;
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity((bytes / 1024).clamp(64, 1 << 20))
+            .weight_capacity(bytes as u64)
+            .build()
+            .ok()?;
+        let store = quick_cache::sync::Cache::with_options(
+            options,
+            ByBytes,
+            quick_cache::DefaultHashBuilder::default(),
+            LetGo,
+        );
+        Some(AnswerCache {
+            store,
+            every_read,
+            entry_limit,
+            ttl,
+            counters,
+        })
+    }
+
+    /// Whether the answer of `plan` run with `values` may be looked up and kept, and which
+    /// parts of the visitor key it: the request asks (`@cache` 0/ALL, 2/RAM) or the setting
+    /// is on (and the request does not say 1/ROM), and the plan says it may be kept.
+    pub fn wanted(&self, plan: &ReadPlan, values: &[Json]) -> Option<VisitorParts> {
+        let asked = match plan.cache_hint {
+            Some(hint) => hint.in_memory(),
+            None => self.every_read,
+        };
+        if !asked {
+            return None;
+        }
+        plan.answer_cache(values)
+    }
+
+    /// The answer kept under `key`, unless `moved` says a table it read moved after its stamp
+    /// (or it is older than the TTL): then it is dropped.
+    pub fn get(&self, key: &Key, moved: impl FnOnce(S) -> bool) -> Option<Answer> {
+        let Some(entry) = self.store.get(key) else {
+            self.counters.misses.fetch_add(1, Relaxed);
+            return None;
+        };
+        let expired = self.ttl.is_some_and(|ttl| entry.at.elapsed() >= ttl);
+        if expired || moved(entry.stamp) {
+            self.store.remove_if(key, |e| Arc::ptr_eq(e, &entry));
+            self.counters.invalidations.fetch_add(1, Relaxed);
+            self.counters.misses.fetch_add(1, Relaxed);
+            self.held();
+            return None;
+        }
+        self.counters.hits.fetch_add(1, Relaxed);
+        let time = apijet_response::now_ms();
+        Some(match &entry.kept {
+            Kept::Body { head, rows } => {
+                let mut body = BytesMut::with_capacity(head.len() + 21);
+                body.extend_from_slice(head);
+                body.extend_from_slice(itoa::Buffer::new().format(time).as_bytes());
+                body.extend_from_slice(b"}");
+                Answer::Bytes {
+                    body: body.freeze(),
+                    statements: 0,
+                    rows: *rows,
+                }
+            }
+            Kept::Json(v) => {
+                let mut v = v.clone();
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("time".into(), Json::from(time));
+                }
+                Answer::Counted(v, 0)
+            }
+        })
+    }
+
+    /// Keeps a successful body (a point lookup's, a streamed list's) read at `stamp`.
+    pub fn keep_body(&self, key: Key, stamp: S, body: &[u8], rows: u64) {
+        let Some(head) = head_of(body) else {
+            return;
+        };
+        let weight = head.len() + key.bytes() + ENTRY_OVERHEAD;
+        if weight > self.entry_limit {
+            return;
+        }
+        let kept = Kept::Body {
+            head: Bytes::copy_from_slice(head),
+            rows,
+        };
+        self.put(key, stamp, kept, weight);
+    }
+
+    /// Keeps a whole successful answer read at `stamp`.
+    pub fn keep_json(&self, key: Key, stamp: S, v: &Json) {
+        if v.get("code").and_then(Json::as_u64) != Some(200) {
+            return;
+        }
+        let mut counted = Counted(0);
+        if serde_json::to_writer(&mut counted, v).is_err() {
+            return;
+        }
+        // A value in memory takes more than its text; twice it is a fair bound.
+        let weight = 2 * counted.0 + key.bytes() + ENTRY_OVERHEAD;
+        if weight > self.entry_limit {
+            return;
+        }
+        self.put(key, stamp, Kept::Json(v.clone()), weight);
+    }
+
+    fn put(&self, key: Key, stamp: S, kept: Kept, weight: usize) {
+        let entry = Entry {
+            stamp,
+            at: Instant::now(),
+            kept,
+            weight: weight as u64,
+        };
+        let mut gone = Vec::new();
+        self.store
+            .insert_with_lifecycle(key.clone(), Arc::new(entry), &mut gone);
+        let evicted = gone.iter().filter(|k| **k != key).count();
+        self.counters.evictions.fetch_add(evicted as u64, Relaxed);
+        self.held();
+    }
+
+    /// A streamed answer, forwarded as it comes and kept when it ended whole within the
+    /// limit of one entry.
+    pub fn tee(self: &Arc<Self>, key: Key, stamp: S, mut rx: mpsc::Receiver<Chunk>) -> Answer {
+        let (tx, out) = mpsc::channel(super::answer::STREAM_CHANNEL);
+        let cache = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut body: Option<Vec<u8>> = Some(Vec::new());
+            let mut failed = false;
+            while let Some(chunk) = rx.recv().await {
+                match &chunk {
+                    Chunk::Data(b) => {
+                        let fits = body
+                            .as_ref()
+                            .is_some_and(|k| k.len() + b.len() <= cache.entry_limit);
+                        match (&mut body, fits) {
+                            (Some(k), true) => k.extend_from_slice(b),
+                            _ => body = None,
+                        }
+                    }
+                    // A failure, or an answer cut at its byte budget: not a whole answer.
+                    Chunk::Fail(_) | Chunk::Cut(_) => failed = true,
+                    Chunk::Statements(_) => {}
+                }
+                if tx.send(chunk).await.is_err() {
+                    // The client left: what it did not take is not a whole answer.
+                    return;
+                }
+            }
+            if let (Some(body), false) = (body, failed) {
+                cache.keep_body(key, stamp, &body, 0);
+            }
+        });
+        Answer::Stream(out)
+    }
+
+    /// Drops every kept answer (a reload).
+    pub fn clear(&self) {
+        self.store.clear();
+        self.held();
+    }
+
+    fn held(&self) {
+        self.counters.bytes.store(self.store.weight(), Relaxed);
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub fn bytes_held(&self) -> u64 {
+        self.store.weight()
+    }
+}
+
+/// The body up to `time`'s value, when it is a successful envelope ending with its time.
+fn head_of(body: &[u8]) -> Option<&[u8]> {
+    let without_brace = body.strip_suffix(b"}")?;
+    let digits = without_brace
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let head = &without_brace[..without_brace.len() - digits];
+    (digits > 0 && head.ends_with(UNTIL_TIME)).then_some(head)
+}
+
+/// Counts the bytes written to it.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_body_is_cut_before_its_time() {
+        let body =
+            br#"{"User":{"id":1},"ok":true,"code":200,"msg":"success","time":1700000000000}"#;
+        let head = head_of(body).expect("a successful envelope");
+        assert!(head.ends_with(b"\"time\":"));
+        assert_eq!(head_of(br#"{"ok":false,"code":400,"msg":"x"}"#), None);
+        assert_eq!(head_of(br#"{"a":"\"time\":1}"#), None);
+    }
+
+    fn cache(bytes: usize, ttl: Option<Duration>) -> Arc<AnswerCache<u64>> {
+        Arc::new(AnswerCache::new(bytes, true, ttl, Arc::default()).expect("a store"))
+    }
+
+    fn body(n: usize) -> Vec<u8> {
+        format!(
+            r#"{{"x":"{}","ok":true,"code":200,"msg":"success","time":1}}"#,
+            "a".repeat(n)
+        )
+        .into_bytes()
+    }
+
+    fn key(n: u32) -> Key {
+        Key(n.to_le_bytes().to_vec().into_boxed_slice())
+    }
+
+    #[test]
+    fn an_entry_is_given_until_what_it_read_moved() {
+        let c = cache(1 << 20, None);
+        c.keep_body(key(1), 7, &body(10), 1);
+        assert!(c.get(&key(1), |stamp| stamp != 7).is_some());
+        assert!(c.get(&key(1), |_| true).is_none(), "moved: dead");
+        assert!(c.get(&key(1), |_| false).is_none(), "and gone");
+        assert_eq!(c.counters.invalidations.load(Relaxed), 1);
+        assert_eq!(c.counters.hits.load(Relaxed), 1);
+        assert_eq!(c.counters.misses.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn an_entry_expires_after_the_ttl() {
+        let c = cache(1 << 20, Some(Duration::from_millis(1)));
+        c.keep_body(key(1), 0, &body(10), 1);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(c.get(&key(1), |_| false).is_none());
+    }
+
+    #[test]
+    fn the_store_stays_within_its_bytes_and_no_entry_past_its_limit_is_kept() {
+        let limit = 64 << 10;
+        let c = cache(limit, None);
+        c.keep_body(key(0), 0, &body(limit / 8), 1);
+        assert!(c.get(&key(0), |_| false).is_none(), "larger than an eighth");
+        for i in 1..2000 {
+            c.keep_body(key(i), 0, &body(500), 1);
+            assert!(c.bytes_held() <= limit as u64);
+        }
+        assert!(c.counters.evictions.load(Relaxed) > 0);
+    }
+
+    #[test]
+    fn a_store_with_room_evicts_nothing() {
+        let c = cache(64 << 20, None);
+        for i in 0..20_000 {
+            c.keep_body(key(i), 0, &body(200), 1);
+        }
+        for i in 0..20_000 {
+            c.keep_body(key(i % 1000), 0, &body(200), 1);
+        }
+        assert_eq!(c.counters.evictions.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_hit_carries_the_time_of_its_own_answer() {
+        let c = cache(1 << 20, None);
+        c.keep_body(key(1), 0, &body(3), 1);
+        let Some(Answer::Bytes { body, .. }) = c.get(&key(1), |_| false) else {
+            panic!("a kept body");
+        };
+        let v: Json = serde_json::from_slice(&body).expect("JSON");
+        assert!(v["time"].as_u64().is_some_and(|t| t > 1));
+        assert_eq!(v["x"], "aaa");
+    }
+}
