@@ -127,7 +127,7 @@ fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds
         let idle = median((0..10).map(|_| look()).collect());
         let mut rss = Vec::new();
         let (mut health, mut lookups) = (Vec::new(), Vec::new());
-        for round in 0..2u64 {
+        for round in 0..3u64 {
             let stop = AtomicBool::new(false);
             let answers: Vec<Value> = std::thread::scope(|scope| {
                 // The attackers stop however this round ends, a failed lookup included.
@@ -195,10 +195,15 @@ fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds
             worst_lookup < Duration::from_secs(3),
             "{engine}: a lookup took {worst_lookup:?}"
         );
-        if let (Some(first), Some(last)) = (rss.first(), rss.last()) {
+        // The first round is the warm-up: the blocking threads, their allocator heaps and the
+        // kept plans and statements reach their working set in it (SQLite's went 182 → 331 MiB
+        // from the first round to the second in one run, and stayed there). Memory the mix can
+        // grow without bound grows again in the third.
+        if let [_, second, third] = rss[..] {
             assert!(
-                *last < first + 64 * 1024,
-                "{engine}: resident memory grew from {first} KiB to {last} KiB"
+                third < second + 64 * 1024,
+                "{engine}: resident memory grew from {second} KiB to {third} KiB after its warm-up \
+                 (each round: {rss:?} KiB)"
             );
         }
     });
