@@ -13,25 +13,37 @@ use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use futures_util::future::{Either, MapOk, TryFutureExt};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use tower::util::Oneshot;
+use tower::ServiceExt;
 use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::{Compression, CompressionBody};
 
 type Compressed = axum::http::Response<CompressionBody<Body>>;
 
-/// `inner`, compressed for the requests that accept an encoding.
-#[derive(Clone)]
-pub struct CompressWhenAsked<S> {
+/// `inner`, compressed for the requests that accept an encoding. Both ways are kept behind
+/// one `Arc`: the accept loop clones the whole stack for every request, and each way held by
+/// value was cloned (and dropped) with it, layer by layer.
+pub struct CompressWhenAsked<S>(Arc<Ways<S>>);
+
+struct Ways<S> {
     plain: S,
     compressed: Compression<S>,
 }
 
+impl<S> Clone for CompressWhenAsked<S> {
+    fn clone(&self) -> Self {
+        CompressWhenAsked(Arc::clone(&self.0))
+    }
+}
+
 impl<S: Clone> CompressWhenAsked<S> {
     pub fn new(inner: S) -> CompressWhenAsked<S> {
-        CompressWhenAsked {
+        CompressWhenAsked(Arc::new(Ways {
             compressed: Compression::new(inner.clone()),
             plain: inner,
-        }
+        }))
     }
 }
 
@@ -42,29 +54,30 @@ where
     type Response = Response;
     type Error = Infallible;
     type Future = Either<
-        MapOk<<Compression<S> as tower::Service<Request>>::Future, fn(Compressed) -> Response>,
+        MapOk<Oneshot<Compression<S>, Request>, fn(Compressed) -> Response>,
         futures_util::future::Map<
-            S::Future,
+            Oneshot<S, Request>,
             fn(Result<Response, Infallible>) -> Result<Response, Infallible>,
         >,
     >;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        match self.plain.poll_ready(cx) {
-            Poll::Ready(Ok(())) => self.compressed.poll_ready(cx),
-            other => other,
-        }
+    /// Always ready: each call readies the clone of the way it takes (`oneshot`).
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
         if req.headers().contains_key(header::ACCEPT_ENCODING) {
             // Boxed as it leaves the layer, so that the response moves as a pointer.
             let boxed: fn(Compressed) -> Response = |r| r.map(Body::new);
-            Either::Left(self.compressed.call(req).map_ok(boxed))
+            Either::Left(self.0.compressed.clone().oneshot(req).map_ok(boxed))
         } else {
             let vary: fn(Result<Response, Infallible>) -> Result<Response, Infallible> =
                 |r| r.map(vary_as_compression);
-            Either::Right(futures_util::FutureExt::map(self.plain.call(req), vary))
+            Either::Right(futures_util::FutureExt::map(
+                self.0.plain.clone().oneshot(req),
+                vary,
+            ))
         }
     }
 }
