@@ -61,7 +61,9 @@ impl ShapeKey {
 /// Read plans by shape.
 #[derive(Debug, Default)]
 pub struct PlanCache {
-    plans: RwLock<HashMap<ShapeKey, Arc<ReadPlan>>>,
+    /// Hashed with foldhash, seeded per process: SipHash over the shape was a visible part of
+    /// every lookup, and the map's bound ([`PLAN_SHAPES`]) bounds what colliding shapes cost.
+    plans: RwLock<HashMap<ShapeKey, Arc<ReadPlan>, foldhash::fast::RandomState>>,
 }
 
 impl PlanCache {
