@@ -221,10 +221,10 @@ impl ShapeWriter {
                 self.json(value);
             }
             TableEntry::Slot { key, slot } => {
-                use std::fmt::Write;
                 self.0.push('s');
                 self.text(&key.raw);
-                let _ = write!(self.0, "{slot};");
+                self.0.push_str(itoa::Buffer::new().format(*slot));
+                self.0.push(';');
             }
             TableEntry::RefCondition { key, path } => {
                 self.0.push('r');
