@@ -16,6 +16,9 @@ pub struct Facts {
     pub table: Option<usize>,
     /// Every table the request names, comma-separated; filled only when the access log is on.
     pub tables: Option<String>,
+    /// Whether the stages are timed (`server_timing`): reading the clock around each stage
+    /// costs every request, and only the `Server-Timing` header shows the times.
+    pub timed: bool,
     /// SQL statements run.
     pub statements: Option<usize>,
     /// Rows answered, when known.
@@ -28,6 +31,21 @@ pub struct Facts {
     pub exec: Option<Duration>,
     /// Serializing a buffered answer.
     pub encode: Option<Duration>,
+}
+
+impl Facts {
+    /// Facts of a call, its stages timed when `timed` (`server_timing`).
+    pub fn timed(timed: bool) -> Facts {
+        Facts {
+            timed,
+            ..Facts::default()
+        }
+    }
+
+    /// The time a stage starts, when the stages are timed.
+    pub fn clock(&self) -> Option<std::time::Instant> {
+        self.timed.then(std::time::Instant::now)
+    }
 }
 
 /// The tables a request names, for metrics (the first) and the access log (all of them,
