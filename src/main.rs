@@ -1,11 +1,12 @@
 //! apijet: an APIJSON server. See README.md.
 
 mod accounts;
-mod anonymous;
 mod app;
+mod client;
 mod config;
 mod console;
 mod http;
+mod ledger;
 mod live;
 mod mcp;
 mod metrics;

@@ -8,6 +8,7 @@
 
 use super::login_limit::Subject;
 use super::{account_id, secret, subjects, Accounts};
+use crate::client::ClientKey;
 use apijet_core::{Method, Value, Visitor};
 use apijet_exec::ExecError;
 use apijet_plan::PlanError;
@@ -15,7 +16,6 @@ use apijet_request::parse_body;
 use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
 use std::fmt;
-use std::net::IpAddr;
 
 /// The most one top-up or withdrawal may move, in cents (the reference's 10000).
 const MAX_CHANGE: i64 = 10_000 * 100;
@@ -112,7 +112,7 @@ impl Accounts {
         &self,
         body: &[u8],
         visitor: Option<&Visitor>,
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Json, ApiError> {
         let visitor = visitor.ok_or(PlanError::NotLoggedIn)?;
         let req = parse_body(body)?;
@@ -154,6 +154,7 @@ impl Accounts {
         }
         let counted = subjects(Subject::PayPassword(id), address);
         self.limit(&counted)?;
+        let _work = self.admit_password_work(address)?;
         let row = self
             .privacy_row("id", Value::Int(id), &["id", "_payPassword"])
             .await?;

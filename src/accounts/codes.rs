@@ -12,13 +12,13 @@ use super::{
     is_code, is_password, phone, phone_value, secret, subjects, text, Accounts, CodeType,
     MAX_ATTEMPTS,
 };
+use crate::client::ClientKey;
 use apijet_auth::{constant_time_eq, Phone};
 use apijet_core::{Method, Value};
 use apijet_plan::schema::{ColumnKind, Table};
 use apijet_request::parse_body;
 use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -166,7 +166,7 @@ impl Accounts {
         phone: &Phone,
         code: &str,
         consume: bool,
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<(), ApiError> {
         if code.is_empty() {
             return Err(AccountError::NotFound("the verification code is missing".into()).into());
@@ -245,7 +245,7 @@ impl Accounts {
     pub async fn post_verify(
         &self,
         body: &[u8],
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Json, ApiError> {
         let req = parse_body(body)?;
         let kind = CodeType::from_json(req.get("type"))?;
@@ -312,7 +312,7 @@ impl Accounts {
     pub async fn heads_verify(
         &self,
         body: &[u8],
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Json, ApiError> {
         let req = parse_body(body)?;
         let kind = CodeType::from_json(req.get("type"))?;
@@ -345,7 +345,7 @@ impl Accounts {
     pub async fn check_registration(
         &self,
         req: &mut Map<String, Json>,
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Phone, ApiError> {
         let privacy = req.get_mut("Privacy").and_then(Json::as_object_mut);
         let Some(privacy) = privacy else {

@@ -5,6 +5,7 @@
 
 use super::login_limit::Subject;
 use super::{check_defaults, phone, phone_value, secret, Accounts, CodeType};
+use crate::client::ClientKey;
 use apijet_auth::Phone;
 use apijet_core::{Value, Visitor};
 use apijet_plan::schema::{ColumnKind, Table};
@@ -12,7 +13,6 @@ use apijet_plan::visible_columns;
 use apijet_request::parse_body;
 use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,7 +38,11 @@ impl Accounts {
     /// canonicalised first (406 when it is not a phone); wrong phones and passwords count
     /// against the account and the address, and past the limit neither the database nor the
     /// password hash is asked at all.
-    pub async fn login(&self, body: &[u8], address: Option<IpAddr>) -> Result<LoggedIn, ApiError> {
+    pub async fn login(
+        &self,
+        body: &[u8],
+        address: Option<ClientKey>,
+    ) -> Result<LoggedIn, ApiError> {
         let req = parse_body(body)?;
         let phone = phone(req.get("phone"), "phone")?;
         let password = secret(req.get("password"))
@@ -65,6 +69,7 @@ impl Accounts {
         if let Some(wait) = self.limiter.check(&counted, Instant::now()) {
             return Err(AccountError::TooManyLogins(wait).into());
         }
+        let _work = self.admit_password_work(address)?;
         // Wrong codes are counted where they are checked (`super::codes`); wrong phones and
         // passwords here.
         let account = match self.credentials(&phone, password, by_code, address).await? {
@@ -109,7 +114,7 @@ impl Accounts {
         phone: &Phone,
         password: String,
         by_code: bool,
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Result<Account, AccountError>, ApiError> {
         let privacy = self.login_table("Privacy")?;
         let key = ("phone", phone_value(&privacy, "phone", phone));

@@ -1,5 +1,5 @@
-//! Failed-attempt limiting for the account endpoints: per account and per client address, in
-//! memory, per instance.
+//! Failed-attempt limiting for the account endpoints: per account and per client
+//! ([`ClientKey`]: an address, IPv6 by /64), in memory, per instance.
 //!
 //! Each [`Subject`] counts its failures in a fixed window of `lockout`; at the limit, further
 //! attempts are refused before the database is asked (and before any password is hashed),
@@ -8,9 +8,9 @@
 //! `"13000082003"` share one count. The table is bounded: when it is full, expired windows go
 //! first, then the oldest, so memory stays flat whatever a client sends.
 
+use crate::client::ClientKey;
 use apijet_auth::Phone;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -40,8 +40,9 @@ pub enum Subject {
     PayPassword(i64),
     /// Codes asked for this phone (`/post/verify`): every request counts.
     CodeRequests(Phone),
-    /// Everything that failed from one client address, whatever the account.
-    Address(IpAddr),
+    /// Everything that failed from one client (its address, IPv6 by /64), whatever the
+    /// account.
+    Address(ClientKey),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -183,7 +184,7 @@ mod tests {
     fn an_address_is_locked_across_accounts() {
         let l = limiter(100);
         let t = Instant::now();
-        let a = Subject::Address("10.0.0.1".parse().expect("address"));
+        let a = Subject::Address(ClientKey::of("10.0.0.1".parse().expect("address")));
         for i in 0..5 {
             l.failed(&[Subject::Account(i), a.clone()], t);
         }

@@ -25,7 +25,9 @@ pub mod session;
 
 pub use profile::check_defaults;
 
+use crate::client::ClientKey;
 use crate::config::Config;
+use crate::ledger::{Admitted, Client, Kind, Ledger};
 use crate::pipeline::Pipeline;
 use apijet_auth::Phone;
 use apijet_core::Value;
@@ -35,7 +37,6 @@ use login_limit::{LoginLimiter, LoginLimits, Subject};
 use serde_json::{Map, Value as Json};
 use session::Sessions;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,12 +99,21 @@ pub struct Accounts {
     code_in_answer: bool,
     /// Wrong guesses per (type, phone) since the code was made.
     attempts: Mutex<HashMap<(CodeType, Phone), u32>>,
+    /// Admits the password work of each client within its budget (`logins_per_client`).
+    ledger: Arc<Ledger>,
 }
 
 impl Accounts {
-    /// The account endpoints as `cfg` sets them, over `pipeline`, logging in with `sessions`.
-    pub fn new(cfg: &Config, pipeline: Arc<Pipeline>, sessions: Arc<Sessions>) -> Accounts {
+    /// The account endpoints as `cfg` sets them, over `pipeline`, logging in with `sessions`,
+    /// their password work admitted by `ledger`.
+    pub fn new(
+        cfg: &Config,
+        pipeline: Arc<Pipeline>,
+        sessions: Arc<Sessions>,
+        ledger: Arc<Ledger>,
+    ) -> Accounts {
         Accounts {
+            ledger,
             pipeline,
             sessions,
             limiter: LoginLimiter::new(LoginLimits {
@@ -131,6 +141,20 @@ impl Accounts {
             Some(wait) => Err(AccountError::TooManyAttempts(wait)),
             None => Ok(()),
         }
+    }
+
+    /// Admits the password work (a check or a hash, and the lookups around it) of a request
+    /// from `client`, or refuses it (429) when the client has `logins_per_client` under way:
+    /// hashing is deliberate CPU work, and one client logging in from many connections must
+    /// not make everybody else's logins wait.
+    fn admit_password_work(&self, client: Option<ClientKey>) -> Result<Admitted, ApiError> {
+        let client = Client {
+            key: client,
+            logged_in: false,
+        };
+        self.ledger
+            .admit(client, Kind::Login)
+            .map_err(|refused| ApiError::TooManyRequests(refused.message))
     }
 
     /// Counts a failure against each of `subjects`.
@@ -165,7 +189,7 @@ impl Accounts {
 }
 
 /// The subjects a failure from `address` about `subject` counts against.
-fn subjects(subject: Subject, address: Option<IpAddr>) -> Vec<Subject> {
+fn subjects(subject: Subject, address: Option<ClientKey>) -> Vec<Subject> {
     let mut out = vec![subject];
     out.extend(address.map(Subject::Address));
     out

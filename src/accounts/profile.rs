@@ -11,13 +11,13 @@ use super::{
     account_id, is_code, is_password, phone, phone_value, secret, subjects, text, Accounts,
     CodeType,
 };
+use crate::client::ClientKey;
 use apijet_auth::Phone;
 use apijet_core::{Method, Value};
 use apijet_plan::PlanOptions;
 use apijet_request::parse_body;
 use apijet_response::{success, AccountError, ApiError};
 use serde_json::{json, Map, Value as Json};
-use std::net::IpAddr;
 
 impl Accounts {
     /// What a wrong old password of account `id` counts against: its pay password, or its
@@ -38,7 +38,7 @@ impl Accounts {
     pub async fn put_password(
         &self,
         body: &[u8],
-        address: Option<IpAddr>,
+        address: Option<ClientKey>,
     ) -> Result<Json, ApiError> {
         let req = parse_body(body)?;
         let privacy = req
@@ -65,6 +65,7 @@ impl Accounts {
             .into());
         }
         let old = secret(req.get("oldPassword")).unwrap_or_default();
+        let _work = self.admit_password_work(address)?;
         let id = if is_password(&old) {
             let id = account_id(privacy.get("id"), "Privacy/id")?;
             if old == password {

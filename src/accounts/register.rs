@@ -8,17 +8,22 @@
 //! `password_storage` says.
 
 use super::{Accounts, CodeType};
+use crate::client::ClientKey;
 use apijet_core::Method;
 use apijet_request::parse_body;
 use apijet_response::{success, ApiError};
 use serde_json::{Map, Value as Json};
-use std::net::IpAddr;
 
 impl Accounts {
     /// `POST /register`, from the client `address`.
-    pub async fn register(&self, body: &[u8], address: Option<IpAddr>) -> Result<Json, ApiError> {
+    pub async fn register(
+        &self,
+        body: &[u8],
+        address: Option<ClientKey>,
+    ) -> Result<Json, ApiError> {
         let mut map = parse_body(body)?;
         let phone = self.check_registration(&mut map, address).await?;
+        let _work = self.admit_password_work(address)?;
         let answer = self.create_account(map).await?;
         self.forget_codes(CodeType::Register, &phone).await;
         Ok(answer)

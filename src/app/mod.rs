@@ -1,7 +1,7 @@
 //! The application: its state, wired once at start-up, and the request entry ([`entry`]).
 //!
 //! The state holds the [`Pipeline`] (the database, its snapshot, the plan options, the
-//! counters, admission) and the features around it, each with what it needs: the account
+//! counters, the ledger that admits every piece of work) and the features around it, each with what it needs: the account
 //! endpoints, the sessions, live answers. Features depend on the pipeline, never on the state,
 //! so every dependency points one way: HTTP edge → state → features → pipeline.
 
@@ -45,7 +45,12 @@ impl AppState {
         ));
         Ok(AppState {
             live,
-            accounts: Accounts::new(cfg, Arc::clone(&pipeline), Arc::clone(&sessions)),
+            accounts: Accounts::new(
+                cfg,
+                Arc::clone(&pipeline),
+                Arc::clone(&sessions),
+                Arc::clone(&pipeline.ledger),
+            ),
             pipeline,
             sessions,
             admins: cfg.admins.clone(),

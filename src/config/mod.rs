@@ -40,8 +40,21 @@ pub struct Config {
     /// The statement timeout of visitors who are not logged in, in milliseconds (0 = only
     /// `statement_timeout_ms`).
     pub anonymous_statement_timeout_ms: u64,
-    /// Reads one client address may have under way at once without a login (0 = no limit).
+    /// Reads one client may have under way at once without a login (0 = no limit).
     pub anonymous_reads_per_address: usize,
+    /// Password checks and hashes one client may have under way at once (0 = no limit).
+    pub logins_per_client: usize,
+    /// Work under way per instance before it is shared fairly between clients (0 = no limit).
+    pub work_per_instance: usize,
+    /// Proxies (addresses and CIDR ranges) whose PROXY headers and `Forwarded` /
+    /// `X-Forwarded-For` headers name the client.
+    pub trusted_proxies: Vec<String>,
+    /// Most bytes the read plans kept by shape may take together.
+    pub plan_cache_bytes: usize,
+    /// The longest request shape whose plan is kept, in bytes.
+    pub plan_cache_key_bytes: usize,
+    /// Most bytes of SQL text a database connection keeps prepared.
+    pub statement_cache_bytes: usize,
     /// Most bytes of all LIKE and regex patterns of one request together.
     pub max_pattern_bytes: usize,
     /// Database connections per instance.
@@ -200,6 +213,12 @@ pub struct Partial {
     statement_timeout_ms: Option<u64>,
     anonymous_statement_timeout_ms: Option<u64>,
     anonymous_reads_per_address: Option<usize>,
+    logins_per_client: Option<usize>,
+    work_per_instance: Option<usize>,
+    trusted_proxies: Option<Vec<String>>,
+    plan_cache_bytes: Option<usize>,
+    plan_cache_key_bytes: Option<usize>,
+    statement_cache_bytes: Option<usize>,
     max_pattern_bytes: Option<usize>,
     pool_size: Option<usize>,
     token_secret: Option<String>,
@@ -266,6 +285,12 @@ impl Default for Config {
             statement_timeout_ms: 30_000,
             anonymous_statement_timeout_ms: 5_000,
             anonymous_reads_per_address: 4,
+            logins_per_client: 2,
+            work_per_instance: 1024,
+            trusted_proxies: Vec::new(),
+            plan_cache_bytes: 64 << 20,
+            plan_cache_key_bytes: 16 << 10,
+            statement_cache_bytes: 2 << 20,
             max_pattern_bytes: 1024,
             pool_size: 2 * std::thread::available_parallelism().map_or(2, |n| n.get()) + 2,
             token_secret: None,
@@ -366,6 +391,12 @@ impl Config {
             statement_timeout_ms,
             anonymous_statement_timeout_ms,
             anonymous_reads_per_address,
+            logins_per_client,
+            work_per_instance,
+            trusted_proxies,
+            plan_cache_bytes,
+            plan_cache_key_bytes,
+            statement_cache_bytes,
             max_pattern_bytes,
             pool_size,
             token_ttl_secs,
@@ -448,6 +479,7 @@ impl Config {
             return Err("mcp_max_answer_bytes must be at least 1024".into());
         }
         check_listen(&c.listen)?;
+        crate::client::TrustedProxies::parse(&c.trusted_proxies)?;
         Ok(c)
     }
 }
@@ -487,98 +519,8 @@ impl Partial {
     }
 }
 
-fn from_env() -> Result<Partial, String> {
-    fn var<T: std::str::FromStr>(name: &str) -> Result<Option<T>, String> {
-        match std::env::var(name) {
-            Ok(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("environment variable {name}='{v}' is not valid")),
-            Err(_) => Ok(None),
-        }
-    }
-    Ok(Partial {
-        db: var("APIJET_DB")?,
-        listen: var("APIJET_LISTEN")?,
-        debug: var("APIJET_DEBUG")?,
-        max_count: var("APIJET_MAX_COUNT")?,
-        max_page: var("APIJET_MAX_PAGE")?,
-        max_depth: var("APIJET_MAX_DEPTH")?,
-        max_objects: var("APIJET_MAX_OBJECTS")?,
-        max_body_bytes: var("APIJET_MAX_BODY_BYTES")?,
-        max_expr_length: var("APIJET_MAX_EXPR_LENGTH")?,
-        max_expr_depth: var("APIJET_MAX_EXPR_DEPTH")?,
-        max_pattern_length: var("APIJET_MAX_PATTERN_LENGTH")?,
-        max_list_items: var("APIJET_MAX_LIST_ITEMS")?,
-        max_rows: var("APIJET_MAX_ROWS")?,
-        max_answer_bytes: var("APIJET_MAX_ANSWER_BYTES")?,
-        statement_timeout_ms: var("APIJET_STATEMENT_TIMEOUT_MS")?,
-        anonymous_statement_timeout_ms: var("APIJET_ANONYMOUS_STATEMENT_TIMEOUT_MS")?,
-        anonymous_reads_per_address: var("APIJET_ANONYMOUS_READS_PER_ADDRESS")?,
-        max_pattern_bytes: var("APIJET_MAX_PATTERN_BYTES")?,
-        pool_size: var("APIJET_POOL_SIZE")?,
-        token_secret: var("APIJET_TOKEN_SECRET")?,
-        token_ttl_secs: var("APIJET_TOKEN_TTL_SECS")?,
-        max_batch: var("APIJET_MAX_BATCH")?,
-        write_queue: var("APIJET_WRITE_QUEUE")?,
-        write_queue_rows: var("APIJET_WRITE_QUEUE_ROWS")?,
-        write_queue_us: var("APIJET_WRITE_QUEUE_US")?,
-        login_failures_per_phone: var("APIJET_LOGIN_FAILURES_PER_PHONE")?,
-        login_failures_per_address: var("APIJET_LOGIN_FAILURES_PER_ADDRESS")?,
-        login_lockout_secs: var("APIJET_LOGIN_LOCKOUT_SECS")?,
-        login_limit_entries: var("APIJET_LOGIN_LIMIT_ENTRIES")?,
-        raw_sql: None,
-        procedures: None,
-        instance_id: var("APIJET_INSTANCE_ID")?,
-        // Space-separated: a URL's host list already uses commas.
-        read_replicas: std::env::var("APIJET_READ_REPLICAS")
-            .ok()
-            .map(|v| v.split_whitespace().map(str::to_string).collect()),
-        verify_code_ttl_secs: var("APIJET_VERIFY_CODE_TTL_SECS")?,
-        verify_code_in_answer: var("APIJET_VERIFY_CODE_IN_ANSWER")?,
-        header_timeout_ms: var("APIJET_HEADER_TIMEOUT_MS")?,
-        body_timeout_ms: var("APIJET_BODY_TIMEOUT_MS")?,
-        idle_timeout_ms: var("APIJET_IDLE_TIMEOUT_MS")?,
-        max_connections: var("APIJET_MAX_CONNECTIONS")?,
-        drain_ms: var("APIJET_DRAIN_MS")?,
-        slow_request_ms: var("APIJET_SLOW_REQUEST_MS")?,
-        server_timing: var("APIJET_SERVER_TIMING")?,
-        console: var("APIJET_CONSOLE")?,
-        live: var("APIJET_LIVE")?,
-        live_interval_ms: var("APIJET_LIVE_INTERVAL_MS")?,
-        live_poll_ms: var("APIJET_LIVE_POLL_MS")?,
-        live_heartbeat_ms: var("APIJET_LIVE_HEARTBEAT_MS")?,
-        live_max_subscriptions: var("APIJET_LIVE_MAX_SUBSCRIPTIONS")?,
-        live_max_per_visitor: var("APIJET_LIVE_MAX_PER_VISITOR")?,
-        live_concurrency: var("APIJET_LIVE_CONCURRENCY")?,
-        password_storage: var("APIJET_PASSWORD_STORAGE")?,
-        openapi: var("APIJET_OPENAPI")?,
-        metrics_listen: var("APIJET_METRICS_LISTEN")?,
-        metrics_token: var("APIJET_METRICS_TOKEN")?,
-        mcp: var("APIJET_MCP")?,
-        mcp_max_answer_bytes: var("APIJET_MCP_MAX_ANSWER_BYTES")?,
-        cors_origins: std::env::var("APIJET_CORS_ORIGINS").ok().map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        }),
-        admins: match std::env::var("APIJET_ADMINS") {
-            Ok(v) => Some(
-                v.split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|s| {
-                        s.trim()
-                            .parse()
-                            .map_err(|_| format!("APIJET_ADMINS: '{s}' is not a user id"))
-                    })
-                    .collect::<Result<Vec<i64>, String>>()?,
-            ),
-            Err(_) => None,
-        },
-    })
-}
-
+mod env;
 #[cfg(test)]
 mod tests;
+
+use env::from_env;

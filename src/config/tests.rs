@@ -92,7 +92,7 @@ fn raw_sql_takes_a_list_or_the_reference_map() {
 #[test]
 fn every_setting_but_the_structured_ones_has_its_variable() {
     let example = include_str!("../../apijet.example.toml");
-    let source = include_str!("mod.rs");
+    let source = [include_str!("mod.rs"), include_str!("env.rs")].concat();
     let keys: Vec<&str> = example
         .lines()
         .filter_map(|line| {

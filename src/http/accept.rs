@@ -11,8 +11,14 @@
 //!   trickles a header a byte at a time is cut off;
 //! - busy (a request is being answered): no limit here; the body has `body_timeout_ms` (in the
 //!   edge middleware) and statements have `statement_timeout_ms`.
+//!
+//! Each request runs with its client's key ([`client`]): its peer's address, or what a trusted
+//! proxy says about it (`crate::client`), from the PROXY header that starts the connection or
+//! from the request's forwarding headers.
 
 use super::drain::Drain;
+use super::proxy_protocol::Start;
+use crate::client::{ClientKey, TrustedProxies};
 use crate::metrics::Metrics;
 use axum::body::Body;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -31,8 +37,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-/// Connection limits.
-#[derive(Debug, Clone, Copy)]
+/// Connection limits, and whose word about a client's address is believed.
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// From a request's first byte to its complete head.
     pub header: Duration,
@@ -44,16 +50,18 @@ pub struct Limits {
     /// statements run on the connection's own thread (SQLite), where nothing else can notice
     /// that the client left.
     pub probe_clients: bool,
+    /// The proxies whose PROXY headers and forwarding headers are believed.
+    pub trusted_proxies: Arc<TrustedProxies>,
 }
 
 tokio::task_local! {
-    /// The address of the client whose request the task serves.
-    static PEER: IpAddr;
+    /// The client whose request the task serves.
+    static CLIENT: ClientKey;
 }
 
-/// The address of the client whose request is being answered (none outside a request).
-pub fn peer() -> Option<IpAddr> {
-    PEER.try_with(|p| *p).ok()
+/// The client whose request is being answered (none outside a request).
+pub fn client() -> Option<ClientKey> {
+    CLIENT.try_with(|c| *c).ok()
 }
 
 /// Most 503 answers being written at once to connections over the cap.
@@ -152,6 +160,8 @@ impl Clock {
 /// status; that answer is replaced here by an APIJSON envelope with the same status.
 struct Watched {
     tcp: TcpStream,
+    /// Bytes read before HTTP began (looking for a PROXY header), handed to it first.
+    prefix: Vec<u8>,
     clock: Arc<Clock>,
     /// The envelope written instead of hyper's answer, and how much of it is written.
     replacement: Option<(Vec<u8>, usize)>,
@@ -231,6 +241,13 @@ impl AsyncRead for Watched {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.drain(..n);
+            self.clock.received();
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let r = Pin::new(&mut self.tcp).poll_read(cx, buf);
         if buf.filled().len() > before {
@@ -363,34 +380,102 @@ pub async fn run<A, B>(
             }
             continue;
         };
+        let connection = Connection {
+            tcp,
+            peer: peer.ip(),
+            limits: limits.clone(),
+            metrics: Arc::clone(&metrics),
+            drain: Arc::clone(&drain),
+        };
+        let (app, builder) = (app.clone(), Arc::clone(&builder));
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            connection.serve(app, &builder, watcher).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracing::info!("stopping: waiting for requests in flight");
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "requests still running after {}s; stopping anyway",
+            SHUTDOWN_GRACE.as_secs()
+        );
+    }
+}
+
+/// An accepted connection, before it is served.
+struct Connection {
+    tcp: TcpStream,
+    peer: IpAddr,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    drain: Arc<Drain>,
+}
+
+impl Connection {
+    /// Serves the connection's requests until it ends, times out or the server stops.
+    async fn serve<A, B>(
+        mut self,
+        app: A,
+        builder: &auto::Builder<TokioExecutor>,
+        graceful: hyper_util::server::graceful::Watcher,
+    ) where
+        A: tower::Service<
+                axum::extract::Request,
+                Response = axum::http::Response<B>,
+                Error = std::convert::Infallible,
+            > + Clone
+            + Send
+            + Sync
+            + 'static,
+        A::Future: Send + 'static,
+        B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let limits = self.limits.clone();
+        // A trusted proxy may start with a PROXY header naming the client.
+        let (address, prefix) = if limits.trusted_proxies.trusts(self.peer) {
+            match super::proxy_protocol::read_start(&mut self.tcp, limits.header).await {
+                Ok(Start::Plain(bytes)) => (self.peer, bytes),
+                Ok(Start::Proxied(client, rest)) => (client.unwrap_or(self.peer), rest),
+                Err(e) => {
+                    tracing::debug!("connection from a trusted proxy closed: {e}");
+                    return;
+                }
+            }
+        } else {
+            (self.peer, Vec::new())
+        };
         let clock = Arc::new(Clock::new());
         let probe = if limits.probe_clients {
-            client_probe(&tcp)
+            client_probe(&self.tcp)
         } else {
             None
         };
         let io = TokioIo::new(Watched {
-            tcp,
+            tcp: self.tcp,
+            prefix,
             clock: Arc::clone(&clock),
             replacement: None,
         });
         let service_clock = Arc::clone(&clock);
-        let app = app.clone();
-        let drain = Arc::clone(&drain);
+        let trusted = Arc::clone(&limits.trusted_proxies);
+        let drain = Arc::clone(&self.drain);
         let service =
-            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 service_clock.request_started();
+                let client = ClientKey::of(trusted.client_address(address, req.headers()));
                 // A draining server sends keep-alive clients to a new connection, which the
                 // balancer no longer brings here (HTTP/2 has no such header).
                 let closing = drain.is_draining() && req.version() <= hyper::Version::HTTP_11;
-                // The client address, as axum's `into_make_service_with_connect_info` gives it
-                // (the login limiter counts failures per address).
-                req.extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
                 let clock = Arc::clone(&service_clock);
                 let call = tower::ServiceExt::oneshot(app.clone(), req.map(Body::new));
-                let call = PEER.scope(peer.ip(), call);
-                let mut watch = apijet_exec::cancel::Watch::default();
+                let call = CLIENT.scope(client, call);
+                let mut watch = apijet_exec::cancel::Watch::default().for_client(client.id());
                 if let Some(probe) = &probe {
                     watch = watch.with_client(Arc::clone(probe));
                 }
@@ -413,38 +498,25 @@ pub async fn run<A, B>(
                     }))
                 }
             });
-        let conn = builder
-            .serve_connection_with_upgrades(io, service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        let metrics = Arc::clone(&metrics);
+        let conn = graceful.watch(
+            builder
+                .serve_connection_with_upgrades(io, service)
+                .into_owned(),
+        );
+        let metrics = self.metrics;
         metrics.connection(1);
-        tokio::spawn(async move {
-            tokio::select! {
-                r = conn => {
-                    if let Err(e) = r {
-                        tracing::debug!("connection ended: {e}");
-                    }
-                }
-                () = clock.expired(limits) => {
-                    metrics.timeout();
-                    tracing::debug!("connection closed: header or idle timeout");
+        tokio::select! {
+            r = conn => {
+                if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
                 }
             }
-            metrics.connection(-1);
-            drop(permit);
-        });
-    }
-    drop(listener);
-    tracing::info!("stopping: waiting for requests in flight");
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "requests still running after {}s; stopping anyway",
-            SHUTDOWN_GRACE.as_secs()
-        );
+            () = clock.expired(limits) => {
+                metrics.timeout();
+                tracing::debug!("connection closed: header or idle timeout");
+            }
+        }
+        metrics.connection(-1);
     }
 }
 

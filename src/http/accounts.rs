@@ -2,28 +2,19 @@
 //! verification codes, `/put/password` and `/put/balance`. A refusal that says how long to wait
 //! (429) carries `Retry-After`.
 
+use super::accept::client;
 use super::reply::{failure_response, json_response};
 use crate::accounts::session::{not_logged_in, Sessions};
 use crate::app::AppState;
 use apijet_response::ApiError;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use axum::Extension;
 use serde_json::Value as Json;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 type Shared = Arc<AppState>;
-
-/// The client's address, when the server knows it (the failed-attempt limits count by it).
-type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
-
-/// The address of `peer`.
-fn address(peer: Peer) -> Option<IpAddr> {
-    peer.map(|p| p.0 .0.ip())
-}
 
 /// The answer of an account endpoint: the envelope of its result, with `Retry-After` on a
 /// refusal that says how long to wait.
@@ -44,8 +35,8 @@ fn reply(s: &AppState, r: Result<Json, ApiError>) -> Response {
 }
 
 /// `POST /login`: the answer, and the token as a cookie too.
-pub async fn login(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
-    let logged_in = match s.accounts.login(&body, address(peer)).await {
+pub async fn login(State(s): State<Shared>, body: Bytes) -> Response {
+    let logged_in = match s.accounts.login(&body, client()).await {
         Ok(l) => l,
         Err(e) => return reply(&s, Err(e)),
     };
@@ -57,8 +48,8 @@ pub async fn login(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response
 }
 
 /// `POST /register`.
-pub async fn register(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
-    reply(&s, s.accounts.register(&body, address(peer)).await)
+pub async fn register(State(s): State<Shared>, body: Bytes) -> Response {
+    reply(&s, s.accounts.register(&body, client()).await)
 }
 
 /// `POST /logout` answers the bare envelope, as the reference records it, and clears the cookie.
@@ -74,8 +65,8 @@ pub async fn logout(State(s): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 /// `POST /post/verify`.
-pub async fn post_verify(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
-    reply(&s, s.accounts.post_verify(&body, address(peer)).await)
+pub async fn post_verify(State(s): State<Shared>, body: Bytes) -> Response {
+    reply(&s, s.accounts.post_verify(&body, client()).await)
 }
 
 /// `POST /gets/verify`.
@@ -84,27 +75,22 @@ pub async fn gets_verify(State(s): State<Shared>, body: Bytes) -> Response {
 }
 
 /// `POST /heads/verify`.
-pub async fn heads_verify(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
-    reply(&s, s.accounts.heads_verify(&body, address(peer)).await)
+pub async fn heads_verify(State(s): State<Shared>, body: Bytes) -> Response {
+    reply(&s, s.accounts.heads_verify(&body, client()).await)
 }
 
 /// `POST /put/password`.
-pub async fn put_password(State(s): State<Shared>, peer: Peer, body: Bytes) -> Response {
-    reply(&s, s.accounts.put_password(&body, address(peer)).await)
+pub async fn put_password(State(s): State<Shared>, body: Bytes) -> Response {
+    reply(&s, s.accounts.put_password(&body, client()).await)
 }
 
 /// `POST /put/balance` (logged in).
-pub async fn put_balance(
-    State(s): State<Shared>,
-    peer: Peer,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+pub async fn put_balance(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     let visitor = s.sessions.visitor(&headers);
     reply(
         &s,
         s.accounts
-            .put_balance(&body, visitor.as_ref(), address(peer))
+            .put_balance(&body, visitor.as_ref(), client())
             .await,
     )
 }

@@ -43,11 +43,11 @@ pub async fn call_tag(
     answer_call(&s, &method, Some(&tag), &q, &headers, &body).await
 }
 
-/// The client of a call: the visitor its headers name, calling from its address.
+/// The client of a call: the visitor its headers name, and who the client is.
 fn client(s: &AppState, headers: &HeaderMap) -> Client {
     Client {
         visitor: s.sessions.visitor(headers),
-        address: accept::peer(),
+        key: accept::client(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Middleware around every route: CORS, the request id and access log, metrics, the body limit
-//! and timeout, and JSON envelopes for the refusals that happen before the APIJSON pipeline
-//! (413, 405, 404, an unparsable URL).
+//! and timeout, the cache metadata of answers read with credentials, and JSON envelopes for the
+//! refusals that happen before the APIJSON pipeline (413, 405, 404, an unparsable URL).
 
 use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
@@ -196,7 +196,12 @@ where
     let method = method_index(segment);
     let log_path = tracing::enabled!(tracing::Level::INFO).then(|| path.to_string());
     let http_method = req.method().clone();
+    let cacheable = matches!(http_method, Method::GET | Method::HEAD);
+    let credentials = cacheable && carries_credentials(req.headers());
     let mut response = inner(req).await;
+    if cacheable {
+        mark_private(&mut response, credentials);
+    }
     let elapsed = started.elapsed();
     let facts = response
         .extensions_mut()
@@ -249,6 +254,40 @@ where
     }
     response.headers_mut().insert(REQUEST_ID.clone(), id);
     response
+}
+
+/// Whether a request carries a login (`Authorization`, or the login cookie): what it is
+/// answered may then be the visitor's own.
+fn carries_credentials(headers: &axum::http::HeaderMap) -> bool {
+    headers.contains_key(header::AUTHORIZATION)
+        || headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains(crate::accounts::session::COOKIE))
+}
+
+/// The cache metadata of a read's JSON answer (`GET /get/{json}`, `/head/{json}`): it varies
+/// with `Authorization` and `Cookie` (another visitor may be answered other rows), and one
+/// read with credentials is the visitor's alone (`Cache-Control: private`), so that no shared
+/// cache hands it to anybody else.
+fn mark_private(response: &mut Response, credentials: bool) {
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    // A 304 carries what its 200 would.
+    if !json && response.status() != StatusCode::NOT_MODIFIED {
+        return;
+    }
+    let h = response.headers_mut();
+    h.append(
+        header::VARY,
+        HeaderValue::from_static("authorization, cookie"),
+    );
+    if credentials && !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
+    }
 }
 
 /// Reads the whole body within `max_body_bytes` and `body_timeout_ms`, so that handlers get

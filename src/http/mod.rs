@@ -11,6 +11,7 @@ mod cors;
 mod drain;
 mod middleware;
 mod ops;
+mod proxy_protocol;
 mod reply;
 mod routes;
 mod serve;

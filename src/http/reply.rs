@@ -1,6 +1,7 @@
 //! From an [`Answer`] to an HTTP response: HTTP 200 with the APIJSON code in the body, for
 //! every call that reached the parser; a streamed answer waits for its first chunk, so that an
-//! error before any data is still an error envelope.
+//! error before any data is still an error envelope, and one cut at its byte budget after its
+//! first bytes ends with the envelope that says so.
 
 use crate::app::AppState;
 use crate::observe::Facts;
@@ -101,7 +102,7 @@ pub async fn send(
     let mut statements = None;
     let first = loop {
         match rx.recv().await {
-            Some(Chunk::Data(b)) => break b,
+            Some(Chunk::Data(b) | Chunk::Cut(b)) => break b,
             Some(Chunk::Statements(n)) => statements = Some(n),
             Some(Chunk::Fail(e)) => return with_facts(failure_response(state, &e), facts),
             None => {
@@ -114,20 +115,26 @@ pub async fn send(
     facts.statements = Some(statements.unwrap_or(1));
     let metrics = Arc::clone(&state.pipeline.metrics);
     metrics.streamed_bytes(first.len() as u64);
-    let rest = stream::unfold(rx, move |mut rx| {
+    // The receiver until the answer ended: a cut answer ends with its last bytes.
+    let rest = stream::unfold(Some(rx), move |rx| {
         let metrics = Arc::clone(&metrics);
         async move {
+            let mut rx = rx?;
             match rx.recv().await {
                 Some(Chunk::Data(b)) => {
                     metrics.streamed_bytes(b.len() as u64);
-                    Some((Ok(b), rx))
+                    Some((Ok(b), Some(rx)))
+                }
+                Some(Chunk::Cut(b)) => {
+                    metrics.streamed_bytes(b.len() as u64);
+                    Some((Ok(b), None))
                 }
                 Some(Chunk::Fail(e)) => {
                     tracing::warn!(error = %e, "list failed after its first bytes; aborting the response");
-                    Some((Err(std::io::Error::other(e.to_string())), rx))
+                    Some((Err(std::io::Error::other(e.to_string())), Some(rx)))
                 }
                 // Only ever sent before the first data.
-                Some(Chunk::Statements(_)) => Some((Ok(Bytes::new()), rx)),
+                Some(Chunk::Statements(_)) => Some((Ok(Bytes::new()), Some(rx))),
                 None => None,
             }
         }

@@ -50,6 +50,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         max_connections: cfg.max_connections,
         probe_clients: state.pipeline.backend.capabilities().in_process,
+        trusted_proxies: Arc::new(crate::client::TrustedProxies::parse(&cfg.trusted_proxies)?),
     };
     let edge = Arc::new(Edge {
         metrics: Arc::clone(&state.pipeline.metrics),

@@ -124,10 +124,10 @@ async fn subscribe(
         Ok(p) => p,
         Err(e) => return failure_response(s, &e),
     };
-    let address = accept::peer();
-    let holder = match (&visitor, address) {
+    let key = accept::client();
+    let holder = match (&visitor, key) {
         (Some(v), _) => Holder::User(v.id),
-        (None, Some(addr)) => Holder::Address(addr),
+        (None, Some(client)) => Holder::Address(client.ip()),
         (None, None) => Holder::Unknown,
     };
     let last_event_id = headers
@@ -137,7 +137,7 @@ async fn subscribe(
     let subscription = Subscribe {
         method,
         body,
-        client: Client { visitor, address },
+        client: Client { visitor, key },
         expires,
         holder,
         patch,

@@ -89,7 +89,7 @@ pub(crate) async fn call(
     };
     let client = Client {
         visitor: caller.visitor.clone(),
-        address: caller.peer,
+        key: caller.client,
     };
     // The caller's watch (its socket, on SQLite) also stops statements when the call is
     // cancelled: a cancellation or hang-up reaches a statement already running.
@@ -133,7 +133,7 @@ async fn gather(state: &AppState, answer: Answer, limit: usize) -> Option<Json> 
             let mut body = Vec::new();
             while let Some(chunk) = rx.recv().await {
                 match chunk {
-                    Chunk::Data(b) => {
+                    Chunk::Data(b) | Chunk::Cut(b) => {
                         if body.len() + b.len() > limit {
                             return None;
                         }

@@ -55,7 +55,7 @@ pub fn routes(
 async fn handle(state: &AppState, service: &Service, mut req: Request) -> Response {
     let caller = Caller {
         visitor: bearer(state, req.headers()),
-        peer: crate::http::accept::peer(),
+        client: crate::http::accept::client(),
         watch: apijet_exec::cancel::current(),
     };
     req.extensions_mut().insert(caller);

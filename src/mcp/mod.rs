@@ -21,6 +21,7 @@ pub mod stdio;
 mod tools;
 
 use crate::app::AppState;
+use crate::client::ClientKey;
 use crate::config::Config;
 use apijet_core::Visitor;
 use apijet_exec::cancel::Watch;
@@ -37,7 +38,6 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value as Json};
-use std::net::IpAddr;
 use std::sync::Arc;
 
 /// The MCP settings.
@@ -58,13 +58,13 @@ impl Settings {
     }
 }
 
-/// Who calls, as the request entry needs it: the visitor, the client's address (anonymous
-/// reads are counted by it), and the watch of the HTTP request that carried the call (which
+/// Who calls, as the request entry needs it: the visitor, the client (the ledger counts its
+/// work by it), and the watch of the HTTP request that carried the call (which
 /// stops statements when its client leaves).
 #[derive(Clone, Default)]
 pub(crate) struct Caller {
     pub visitor: Option<Visitor>,
-    pub peer: Option<IpAddr>,
+    pub client: Option<ClientKey>,
     pub watch: Watch,
 }
 

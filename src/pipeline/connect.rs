@@ -1,11 +1,10 @@
 //! Start-up: the primary and its read replicas, the demo dataset on a fresh SQLite file, the
 //! first snapshot, and the plan options the configuration sets.
 
-use super::admit::Admission;
 use super::snapshot::load_snapshot;
 use super::Pipeline;
-use crate::anonymous::AnonymousReads;
 use crate::config::Config;
+use crate::ledger::{Budgets, Ledger};
 use crate::metrics::Metrics;
 use apijet_core::Capabilities;
 use apijet_exec::ids::IdGenerator;
@@ -31,6 +30,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
     // A value the answer could never hold, the engine need not make; what a request may
     // store stays storable.
     backend.set_max_value_bytes(cfg.max_answer_bytes.max(cfg.max_body_bytes) + 1024);
+    backend.set_statement_cache_bytes(cfg.statement_cache_bytes);
     let replicas = connect_replicas(cfg, &backend).await?;
     if seed {
         backend
@@ -71,10 +71,12 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         max_batch: cfg.max_batch,
         metrics,
         changes: Default::default(),
-        admission: Admission::new(AnonymousReads::new(
-            cfg.anonymous_reads_per_address,
-            Duration::from_millis(cfg.anonymous_statement_timeout_ms),
-        )),
+        ledger: Ledger::new(Budgets {
+            anonymous_reads_per_address: cfg.anonymous_reads_per_address,
+            logins_per_client: cfg.logins_per_client,
+            work_per_instance: cfg.work_per_instance,
+            anonymous_timeout: Duration::from_millis(cfg.anonymous_statement_timeout_ms),
+        }),
     })
 }
 
@@ -101,6 +103,10 @@ fn plan_options(cfg: &Config, engine: Capabilities) -> PlanOptions {
         raw_sql: Arc::new(apijet_plan::raw::RawSql::new(cfg.raw_sql.clone())),
         procedures: Arc::new(cfg.procedures.clone()),
         served: served_names(engine, &cfg.db),
+        plan_cache: apijet_plan::read::CacheBudget {
+            bytes: cfg.plan_cache_bytes,
+            key_bytes: cfg.plan_cache_key_bytes,
+        },
         ..PlanOptions::default()
     }
 }
@@ -116,7 +122,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
                 "read replica '{u}': replicas must be PostgreSQL or MySQL servers of the same engine as db"
             ));
         }
-        let replica = Backend::connect(
+        let mut replica = Backend::connect(
             &url,
             cfg.pool_size,
             cfg.statement_timeout_ms,
@@ -126,6 +132,7 @@ async fn connect_replicas(cfg: &Config, primary: &Backend) -> Result<Vec<Arc<Bac
         .await
         // The error names the replica's host, database and user (not its password).
         .map_err(|e| format!("read replica (setting read_replicas): {e}"))?;
+        replica.set_statement_cache_bytes(cfg.statement_cache_bytes);
         replicas.push(Arc::new(replica));
     }
     Ok(replicas)

@@ -7,7 +7,6 @@
 //! the API is, the plan options, the ids of inserted rows, the write queue, the counters and
 //! the generations of what writes changed ([`changes`]).
 
-pub mod admit;
 pub mod answer;
 pub mod changes;
 mod connect;
@@ -56,8 +55,8 @@ pub struct Pipeline {
     pub metrics: Arc<Metrics>,
     /// The generations of what committed writes changed (live answers follow them).
     pub changes: changes::Changes,
-    /// What every piece of work is admitted under.
-    admission: admit::Admission,
+    /// What every piece of work is admitted by: the ledger of what each client has under way.
+    pub ledger: Arc<crate::ledger::Ledger>,
 }
 
 impl Pipeline {

@@ -6,6 +6,7 @@
 use super::crud::crud_parts;
 use super::snapshot::Snapshot;
 use super::Pipeline;
+use crate::client::ClientKey;
 use crate::observe::Facts;
 use apijet_core::{Method, Visitor};
 use apijet_plan::shape::{take_values, Slots};
@@ -14,16 +15,26 @@ use apijet_plan::{PlanError, PlanOptions};
 use apijet_request::{is_table_key, parse_body, Request};
 use apijet_response::ApiError;
 use serde_json::{Map, Value as Json};
-use std::net::IpAddr;
 use std::sync::Arc;
 
-/// Who asks: the visitor a session names, and the address the client calls from.
+/// Who asks: the visitor a session names, and the client it calls from.
 #[derive(Debug, Clone, Default)]
 pub struct Client {
     /// The visitor, if logged in.
     pub visitor: Option<Visitor>,
-    /// The client's address, when known (admission counts by it).
-    pub address: Option<IpAddr>,
+    /// The client's key (its address, IPv6 by /64, or what a trusted proxy says), when known:
+    /// the ledger counts its work by it.
+    pub key: Option<ClientKey>,
+}
+
+impl Client {
+    /// Who the ledger counts the work for.
+    pub fn counted(&self) -> crate::ledger::Client {
+        crate::ledger::Client {
+            key: self.key,
+            logged_in: self.visitor.is_some(),
+        }
+    }
 }
 
 /// A call's body: as the client sent it, or a JSON object already (a `/router` template with

@@ -1,11 +1,11 @@
 //! Reads, as the run stage runs them: the plan bound with its values on a replica (or the
 //! primary), into the writer of the answer's form; a streamed list from a task of its own.
 
-use super::admit::Admitted;
 use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
 use super::plan::ReadAction;
 use super::prepare::Client;
 use super::Pipeline;
+use crate::ledger::Admitted;
 use crate::observe::Facts;
 use apijet_core::Visitor;
 use apijet_exec::read::{run, ReadEnv};

@@ -1,15 +1,15 @@
-//! The third stage: an [`Action`] runs. Here and only here a piece of work is admitted
-//! ([`Admission`](super::admit::Admission)), its statements get their timeout, a read finds its
+//! The third stage: an [`Action`] runs. Here and only here a piece of work is admitted (by the
+//! ledger, [`Ledger::admit`](crate::ledger::Ledger::admit)), its statements get their timeout, a read finds its
 //! replica, a write its transaction (one envelope, `apijet_exec::write::atomically`) or the
 //! write queue, and what a committed write changed moves the generations of
 //! [`Changes`](super::changes::Changes) before its answer is sent.
 
-use super::admit::{Act, Admitted, Work};
 use super::answer::Answer;
 use super::plan::{Action, CrudAction, WriteAction};
 use super::prepare::Client;
 use super::snapshot::Snapshot;
 use super::Pipeline;
+use crate::ledger::{Act, Admitted, Kind};
 use crate::observe::Facts;
 use apijet_core::Visitor;
 use apijet_exec::write::{
@@ -20,7 +20,7 @@ use apijet_response::{written, ApiError};
 use serde_json::Value as Json;
 use std::sync::Arc;
 
-/// Where a piece of work comes from: what admission counts it as.
+/// Where a piece of work comes from: what the ledger counts it as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// A client's call (`/{method}`, `/get/{json}`, `/router`).
@@ -49,14 +49,17 @@ impl Pipeline {
             Action::Write(_) => Act::Write,
             Action::Crud(_) => Act::Crud,
         };
-        let work = match origin {
-            Origin::Call => Work::Call(act),
-            Origin::Tool => Work::Tool(act),
-            Origin::Subscribe => Work::Subscribe,
-            Origin::Refetch => Work::Refetch,
-            Origin::Server => Work::Server,
+        let kind = match origin {
+            Origin::Call => Kind::Call(act),
+            Origin::Tool => Kind::Tool(act),
+            Origin::Subscribe => Kind::FirstRead,
+            Origin::Refetch => Kind::Refetch,
+            Origin::Server => Kind::Server,
         };
-        let admitted = self.admission.admit(client, work)?;
+        let admitted = self
+            .ledger
+            .admit(client.counted(), kind)
+            .map_err(|refused| ApiError::TooManyRequests(refused.message))?;
         let mut watch = apijet_exec::cancel::current();
         if let Some((timeout, setting)) = admitted.timeout() {
             watch = watch.with_timeout(timeout, setting);

@@ -25,7 +25,7 @@ fn ok(engine: Engine, r: &Value) {
 }
 
 /// The `Access` rows of the reference's demo that serve the catalogue (debug only, as there).
-fn add_catalog_access(engine: Engine, url: &str) {
+pub(crate) fn add_catalog_access(engine: Engine, url: &str) {
     let q = |name: &str| match engine {
         Engine::Mariadb => format!("`{name}`"),
         _ => format!("\"{name}\""),

@@ -31,6 +31,9 @@ mod phone_spellings;
 mod writes_only_by_post;
 
 // Hostile input and limits.
+mod budgets;
+mod budgets_under_mixes;
+mod client_identity;
 mod edge;
 mod hostile_input;
 mod hostile_rules;

@@ -88,9 +88,11 @@ fn sql(engine: Engine, url: &str, sql: &str) -> String {
         .to_string()
 }
 
-/// How many statements on `Big` run, as the database sees them (none for SQLite, whose
-/// statements run inside the server).
-fn statements_on_big(engine: Engine, url: &str) -> Option<usize> {
+/// How many statements on `Big` run, as the database sees them. SQLite runs inside the
+/// server: there a running statement is a thread of the server that is runnable (state `R`, or
+/// `D` for a page read, in `/proc`: running or waiting for a core, however loaded the machine
+/// is) in each of five samples 5 ms apart, so that a worker passing through is not counted.
+fn statements_on_big(engine: Engine, url: &str, server: &Server) -> usize {
     let count = match engine {
         Engine::Postgres => sql(
             Engine::Postgres,
@@ -108,17 +110,60 @@ fn statements_on_big(engine: Engine, url: &str) -> Option<usize> {
              AND COMMAND NOT IN ('Sleep', 'Killed') AND INFO LIKE '%`Big`%' \
              AND ID <> CONNECTION_ID()",
         ),
-        _ => return None,
+        _ => return runnable_threads(server),
     };
-    Some(count.parse().expect("a count"))
+    count.parse().expect("a count")
 }
 
-/// Whether the server grinds through a table (a SQLite statement keeps a core busy).
-fn server_busy(server: &Server) -> bool {
-    let before = server.cpu_seconds().expect("the server's CPU time");
-    std::thread::sleep(Duration::from_millis(100));
-    let after = server.cpu_seconds().expect("the server's CPU time");
-    after - before > 0.05
+/// The server's threads that were runnable in each of five samples 5 ms apart.
+fn runnable_threads(server: &Server) -> usize {
+    let sample = || -> std::collections::BTreeSet<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", server.pid)).expect("/proc");
+        tasks
+            .flatten()
+            .filter_map(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+                let state = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .to_string();
+                matches!(state.as_str(), "R" | "D").then(|| t.file_name().to_string_lossy().into())
+            })
+            .collect()
+    };
+    let mut runnable = sample();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = sample();
+        runnable.retain(|t| now.contains(t));
+    }
+    runnable.len()
+}
+
+/// The longest a statement on `Big` has been running, as the database sees it (none for
+/// SQLite, whose statements run inside the server).
+fn oldest_statement_on_big(engine: Engine, url: &str) -> Option<Duration> {
+    let seconds = match engine {
+        Engine::Postgres => sql(
+            Engine::Postgres,
+            url,
+            "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - query_start)), 0) \
+             FROM pg_stat_activity WHERE datname = current_database() \
+             AND backend_type = 'client backend' AND state = 'active' \
+             AND query LIKE '%\"Big\"%' AND pid <> pg_backend_pid()",
+        ),
+        Engine::Mariadb => sql(
+            Engine::Mariadb,
+            url,
+            "SELECT coalesce(max(TIME_MS), 0) / 1000 FROM information_schema.PROCESSLIST \
+             WHERE DB = DATABASE() AND COMMAND NOT IN ('Sleep', 'Killed') \
+             AND INFO LIKE '%`Big`%' AND ID <> CONNECTION_ID()",
+        ),
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(seconds.parse().expect("seconds")))
 }
 
 /// Sends `body` as a POST /get on a connection of its own, whose answer nobody will read (as a
@@ -141,12 +186,10 @@ fn send_only_to(server: &Server, path: &str, body: &Value, token: Option<&str>) 
     s
 }
 
-/// Whether a statement on `Big` runs now (for SQLite: whether the server is busy).
+/// Whether a statement on `Big` runs now (as the database sees it; for SQLite, a runnable
+/// thread of the server).
 pub(crate) fn running_now(engine: Engine, url: &str, server: &Server) -> bool {
-    match statements_on_big(engine, url) {
-        Some(n) => n > 0,
-        None => server_busy(server),
-    }
+    statements_on_big(engine, url, server) > 0
 }
 
 fn median(mut xs: Vec<Duration>) -> Duration {
@@ -173,15 +216,28 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
         };
         let idle = median((0..20).map(|_| look()).collect());
 
-        // One expensive request, waited for: bounded by the anonymous timeout.
+        // One expensive request, waited for: its statement stops at the anonymous timeout.
+        // Measured where the machine's load does not stretch it: SQLite's statement runs in
+        // the server, which cannot spend more CPU time on it than the timeout's wall time; the
+        // other engines' statements are watched in the database, whose clock tells how long
+        // each has run. The wall time of the answer is only bounded.
+        let timeout = Duration::from_secs(2);
+        let cpu_before = server.cpu_seconds().expect("the server's CPU time");
         let started = Instant::now();
-        let r = server.post_json("/get", &window());
+        let (r, oldest) = std::thread::scope(|scope| {
+            let waited = scope.spawn(|| server.post_json("/get", &window()));
+            let mut oldest = Duration::ZERO;
+            while !waited.is_finished() {
+                if let Some(age) = oldest_statement_on_big(engine, &url) {
+                    oldest = oldest.max(age);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (waited.join().expect("the expensive request"), oldest)
+        });
         let waited = started.elapsed();
+        let cpu = server.cpu_seconds().expect("the server's CPU time") - cpu_before;
         assert!(matches!(code(&r), 200 | 408), "{engine}: {r}");
-        assert!(
-            waited < Duration::from_secs(2) + Duration::from_millis(1500),
-            "{engine}: an anonymous statement ran {waited:?}, past its 2 s timeout"
-        );
         if code(&r) == 408 {
             let msg = r["msg"].as_str().unwrap_or_default();
             assert!(
@@ -189,98 +245,89 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
                 "{engine}: {msg}"
             );
         }
-        eprintln!("{engine}: idle lookup {idle:?}, the window waited for {waited:?}");
-
-        // Abandoned requests: once their statements run, their clients leave, and the
-        // statements stop at once.
-        if statements_on_big(engine, &url).is_some() {
-            // Four abandoned beside four whose clients stay (logged in, so neither the
-            // anonymous timeout nor the per-address limit applies to them): the abandoned four
-            // stop while the others go on.
-            let token = crate::support::ada(&server)
-                .login("13000082001", "123456")
-                .expect("login")["token"]
-                .as_str()
-                .expect("a token")
-                .to_string();
-            let staying: Vec<TcpStream> = (0..4)
-                .map(|_| send_only(&server, &window(), Some(&token)))
-                .collect();
-            let leaving: Vec<TcpStream> = (0..4)
-                .map(|_| send_only(&server, &window(), None))
-                .collect();
-            let sent = Instant::now();
-            while statements_on_big(engine, &url) < Some(8) {
-                assert!(
-                    sent.elapsed() < Duration::from_secs(10),
-                    "{engine}: the eight statements never ran at once"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            drop(leaving);
-            let left = Instant::now();
-            while statements_on_big(engine, &url) > Some(4) {
-                assert!(
-                    left.elapsed() < Duration::from_secs(5),
-                    "{engine}: abandoned statements still run {:?} after their clients left",
-                    left.elapsed()
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let gone = left.elapsed();
-            assert_eq!(
-                statements_on_big(engine, &url),
-                Some(4),
-                "{engine}: the statements whose clients stayed go on"
-            );
-            drop(staying);
-            while statements_on_big(engine, &url) > Some(0) {
-                assert!(
-                    left.elapsed() < Duration::from_secs(10),
-                    "{engine}: the logged-in visitors' statements outlived their clients"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            eprintln!(
-                "{engine}: abandoned statements gone {gone:?} after their clients left, while \
-                 the others ran on"
+        if engine == Engine::Sqlite {
+            assert!(
+                cpu < (timeout + Duration::from_secs(1)).as_secs_f64(),
+                "{engine}: the server spent {cpu:.2} s of CPU on an anonymous statement whose \
+                 timeout is {timeout:?}"
             );
         } else {
-            let clients: Vec<TcpStream> = (0..8)
-                .map(|_| send_only(&server, &window(), None))
-                .collect();
-            let sent = Instant::now();
-            while !server_busy(&server) {
-                assert!(
-                    sent.elapsed() < waited,
-                    "{engine}: the abandoned requests' statements never started"
-                );
-            }
-            drop(clients);
-            let left = Instant::now();
-            while server_busy(&server) {
-                assert!(
-                    left.elapsed() < waited / 2,
-                    "{engine}: abandoned statements still run {:?} after their clients left \
-                     (one takes {waited:?})",
-                    left.elapsed()
-                );
-            }
-            eprintln!(
-                "{engine}: abandoned statements gone {:?} after their clients left (one takes \
-                 {waited:?})",
-                left.elapsed()
+            assert!(
+                oldest < timeout + Duration::from_secs(2),
+                "{engine}: the database ran an anonymous statement for {oldest:?}, past its \
+                 {timeout:?} timeout"
             );
         }
+        assert!(
+            waited < timeout + Duration::from_secs(30),
+            "{engine}: an anonymous statement with a {timeout:?} timeout answered after \
+             {waited:?}"
+        );
+        eprintln!(
+            "{engine}: idle lookup {idle:?}; the window answered {} after {waited:?}, the \
+             server spent {cpu:.2} s of CPU, the database saw it run {oldest:?}",
+            code(&r)
+        );
 
-        // Every way a read runs stops when its client leaves: a buffered answer, a nested
-        // list streamed item by item, the reads of /crud.
+        // Abandoned requests: once their statements run, their clients leave, and the
+        // statements stop, while the others go on. Four abandoned beside four whose clients
+        // stay (logged in, so neither the anonymous timeout nor the per-address limit applies
+        // to them).
         let token = crate::support::ada(&server)
             .login("13000082001", "123456")
             .expect("login")["token"]
             .as_str()
             .expect("a token")
             .to_string();
+        let running = || statements_on_big(engine, &url, &server);
+        let staying: Vec<TcpStream> = (0..4)
+            .map(|_| send_only(&server, &window(), Some(&token)))
+            .collect();
+        let leaving: Vec<TcpStream> = (0..4)
+            .map(|_| send_only(&server, &window(), None))
+            .collect();
+        let sent = Instant::now();
+        while running() < 8 {
+            assert!(
+                sent.elapsed() < Duration::from_secs(30),
+                "{engine}: the eight statements never ran at once"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(leaving);
+        let left = Instant::now();
+        let mut now = running();
+        while now > 4 {
+            assert!(
+                left.elapsed() < Duration::from_secs(5),
+                "{engine}: abandoned statements still run {:?} after their clients left",
+                left.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+            now = running();
+        }
+        let gone = left.elapsed();
+        // Each of the staying ones takes seconds, eight at once more: they are still there.
+        assert!(
+            now > 0,
+            "{engine}: the statements whose clients stayed ended with the abandoned ones"
+        );
+        drop(staying);
+        while running() > 0 {
+            assert!(
+                left.elapsed() < Duration::from_secs(10),
+                "{engine}: the logged-in visitors' statements outlived their clients"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        eprintln!(
+            "{engine}: abandoned statements gone {gone:?} after their clients left, while {now} \
+             others ran on"
+        );
+
+        // Every way a read runs stops when its client leaves: a buffered answer, a nested
+        // list streamed item by item, the reads of /crud. Logged in, so only the client's
+        // leaving ends them (a whole read takes seconds).
         let columns = window()["Big[]"]["Big"].clone();
         let shapes = [
             (
@@ -300,7 +347,7 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
             let sent = Instant::now();
             while !running_now(engine, &url, &server) {
                 assert!(
-                    sent.elapsed() < Duration::from_secs(10),
+                    sent.elapsed() < Duration::from_secs(30),
                     "{engine}: {what}: its statement never started"
                 );
                 std::thread::sleep(Duration::from_millis(10));
@@ -309,9 +356,8 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
             let left = Instant::now();
             while running_now(engine, &url, &server) {
                 assert!(
-                    left.elapsed() < waited / 2,
-                    "{engine}: {what}: its statement still runs {:?} after its client left (one \
-                     takes {waited:?})",
+                    left.elapsed() < Duration::from_secs(5),
+                    "{engine}: {what}: its statement still runs {:?} after its client left",
                     left.elapsed()
                 );
                 std::thread::sleep(Duration::from_millis(10));
@@ -378,12 +424,12 @@ fn a_point_lookup_stays_fast_while_expensive_and_abandoned_requests_run() {
             codes.len()
         );
         assert!(
-            loaded < (idle * 20).max(Duration::from_millis(50)),
+            loaded < (idle * 20).max(Duration::from_millis(250)),
             "{engine}: lookups under load took {loaded:?} (median), idle {idle:?}"
         );
         // Before, lookups waited for the expensive statements: 5 to 20 s.
         assert!(
-            worst < Duration::from_secs(2),
+            worst < Duration::from_secs(3),
             "{engine}: a lookup under load took {worst:?}, as long as an expensive statement"
         );
         // Each round's working set (connections, their caches) is there after the first;

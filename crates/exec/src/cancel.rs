@@ -11,8 +11,9 @@
 //!   statement runs cancels it in the database (a cancel request, `KILL QUERY` from another
 //!   connection) and keeps the connection out of the pool until then, so a late cancel can
 //!   never hit the next request's statement.
-//! - SQLite statements run on the thread and nothing can drop them midway, so their progress
-//!   handler asks [`Watch::stop`] every few thousand VM steps and interrupts the statement.
+//! - SQLite statements run as jobs on blocking threads; the future that waits for a job's rows
+//!   runs a watchdog beside it, which interrupts the statement (`sqlite3_interrupt`) when
+//!   [`Watch::stop`] says so, and so does dropping that future.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub struct Watch {
     timeout: Option<(Duration, &'static str)>,
     /// Whether the client is gone; none when only a dropped future can tell.
     gone: Option<ClientProbe>,
+    /// The client the statements are for, which the database's slots are shared between
+    /// (`crate::fair`); none for the server's own work.
+    holder: crate::fair::Holder,
 }
 
 impl std::fmt::Debug for Watch {
@@ -36,6 +40,7 @@ impl std::fmt::Debug for Watch {
         f.debug_struct("Watch")
             .field("timeout", &self.timeout)
             .field("gone", &self.gone.is_some())
+            .field("holder", &self.holder)
             .finish()
     }
 }
@@ -105,6 +110,17 @@ impl Watch {
         self
     }
 
+    /// This watch, for the statements of the client `key` (`crate::fair`).
+    pub fn for_client(mut self, key: u128) -> Watch {
+        self.holder = Some(key);
+        self
+    }
+
+    /// The client the statements are for.
+    pub fn holder(&self) -> crate::fair::Holder {
+        self.holder
+    }
+
     /// The statement timeout of this request, with its setting.
     pub fn timeout(&self) -> Option<(Duration, &'static str)> {
         self.timeout
@@ -124,6 +140,11 @@ impl Watch {
             Some(gone) if gone() => Some(Stop::ClientGone),
             _ => None,
         }
+    }
+
+    /// Whether the client can be asked if it is still there (else only a dropped future tells).
+    pub fn has_client_probe(&self) -> bool {
+        self.gone.is_some()
     }
 
     /// Whether anything can stop a statement early (else a statement needs no watching).

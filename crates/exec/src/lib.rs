@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod cancel;
 pub mod cell;
+pub mod fair;
 pub mod feed;
 mod functions;
 pub mod ids;

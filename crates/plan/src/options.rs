@@ -33,6 +33,9 @@ pub struct PlanOptions {
     pub procedures: std::sync::Arc<Vec<String>>,
     /// The database and schema names `@database` and `@schema` may give.
     pub served: Served,
+    /// What the read plans kept by shape may hold (`plan_cache_bytes`,
+    /// `plan_cache_key_bytes`).
+    pub plan_cache: crate::read::CacheBudget,
 }
 
 /// Bounds on what a client may write inside values: checked before anything is parsed, so a
@@ -93,6 +96,7 @@ impl Default for PlanOptions {
                 databases: vec!["SQLITE".into()],
                 schemas: vec!["main".into()],
             },
+            plan_cache: crate::read::CacheBudget::default(),
         }
     }
 }

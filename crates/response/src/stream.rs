@@ -7,11 +7,13 @@
 //!
 //! Its answer has the byte budget of every answer, `max_answer_bytes`: each row is measured
 //! before it is encoded, so a row (a cell) past the budget is refused before it is copied, as
-//! a 406 envelope when nothing was sent yet, else by aborting the body.
+//! a 406 envelope when nothing was sent yet. Once bytes have left, the list is cut there and
+//! the answer still ends as JSON, its envelope saying why: `"ok":false,"code":406` and a
+//! message naming `max_answer_bytes` ([`Chunk::Cut`]).
 //!
 //! The list key is written only when the first row arrives, so an empty list is omitted as
-//! in the buffered path, and `ok`/`code`/`msg`/`time` come last. Failures after the first
-//! chunk cannot change the answer any more: the body is aborted instead of closed, so no
+//! in the buffered path, and `ok`/`code`/`msg`/`time` come last. Other failures after the
+//! first chunk cannot change the answer any more: the body is aborted instead of closed, so no
 //! client can take a truncated list for a whole one.
 
 use crate::cell_json::{write_cell, write_string};
@@ -31,6 +33,9 @@ pub enum Chunk {
     /// How many statements the whole answer ran, when all ran before its first byte (sent
     /// just before the first `Data`, for the `x-apijet-statements` header).
     Statements(usize),
+    /// The last bytes of an answer cut at its byte budget after bytes had left: they end the
+    /// answer as JSON whose envelope says so; whatever follows is not sent.
+    Cut(Bytes),
 }
 
 /// Bytes per chunk sent to the body: large enough that handing chunks over (a channel send, a
@@ -56,6 +61,8 @@ pub struct StreamSink {
     max_bytes: usize,
     /// Bytes left for the client.
     sent: bool,
+    /// The answer reached its budget after bytes had left, and was ended there.
+    cut: bool,
 }
 
 impl StreamSink {
@@ -94,6 +101,7 @@ impl StreamSink {
             bytes: 0,
             max_bytes,
             sent: false,
+            cut: false,
         }
     }
 
@@ -111,6 +119,26 @@ impl StreamSink {
     pub async fn finish(mut self, time_ms: u64) -> Result<(), SinkError> {
         close_answer(&mut self.buf, self.rows == 0, time_ms);
         self.flush().await
+    }
+}
+
+impl StreamSink {
+    /// Ends the answer after the rows written with an envelope that says it was cut at its
+    /// budget; the next flush hands it over as the answer's end. Only once bytes have left
+    /// (before, the refusal is an envelope of its own), so the list is open.
+    fn cut(&mut self) {
+        self.cut = true;
+        let msg = format!(
+            "the answer reached max_answer_bytes ({} bytes) after {} rows and was cut there: \
+             the list above is incomplete; ask for fewer rows (count, page) or columns",
+            self.max_bytes, self.rows
+        );
+        let buf = &mut self.buf;
+        buf.extend_from_slice(b"],\"ok\":false,\"code\":406,\"msg\":");
+        write_string(&msg, buf);
+        buf.extend_from_slice(b",\"time\":");
+        buf.extend_from_slice(itoa::Buffer::new().format(crate::now_ms()).as_bytes());
+        buf.extend_from_slice(b"}");
     }
 }
 
@@ -147,8 +175,13 @@ impl RowSink for StreamSink {
         // Each key's bytes count its comma and colon, as `row_bytes` counts them.
         let size = row_bytes(cells, self.keys.iter().map(|k| k.len().saturating_sub(4)));
         self.bytes = self.bytes.saturating_add(size);
-        if self.bytes > self.max_bytes {
+        if self.cut || (self.bytes > self.max_bytes && !self.sent) {
             return Err(SinkError::TooLarge(self.max_bytes));
+        }
+        if self.bytes > self.max_bytes {
+            // Bytes have left: the answer ends here, said so, at the next flush.
+            self.cut();
+            return Ok(());
         }
         let buf = &mut self.buf;
         if self.rows == 0 {
@@ -175,10 +208,16 @@ impl RowSink for StreamSink {
     }
 
     fn wants_flush(&self) -> bool {
-        self.buf.len() >= CHUNK
+        self.cut || self.buf.len() >= CHUNK
     }
 
     async fn flush(&mut self) -> Result<(), SinkError> {
+        if self.cut {
+            let end = self.buf.split().freeze();
+            let _ = self.tx.send(Chunk::Cut(end)).await;
+            // The statement stops here.
+            return Err(SinkError::TooLarge(self.max_bytes));
+        }
         self.sent |= !self.buf.is_empty();
         send_chunk(&mut self.buf, &self.tx).await
     }
@@ -233,6 +272,51 @@ mod tests {
             std::str::from_utf8(&d).expect("utf8"),
             r#"{"ok":true,"code":200,"msg":"success","time":7}"#
         );
+    }
+
+    #[tokio::test]
+    async fn a_list_past_its_budget_after_bytes_left_ends_as_json_that_says_so() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut sink = StreamSink::new(tx, "User[]", None, Vec::new(), 2 * CHUNK);
+        sink.columns(["id", "name"].into_iter());
+        let name = "n".repeat(1000);
+        let mut written = 0;
+        let stopped = loop {
+            match sink.row(&[Cell::Int(written), Cell::Text(name.as_str().into())]) {
+                Ok(()) => written += 1,
+                Err(e) => break e,
+            }
+            if sink.wants_flush() {
+                if let Err(e) = sink.flush().await {
+                    break e;
+                }
+            }
+        };
+        assert!(matches!(stopped, SinkError::TooLarge(_)), "{stopped:?}");
+        drop(sink);
+        let mut body = Vec::new();
+        let mut cut = false;
+        while let Some(chunk) = rx.recv().await {
+            match chunk {
+                Chunk::Data(d) => body.extend_from_slice(&d),
+                Chunk::Cut(d) => {
+                    body.extend_from_slice(&d);
+                    cut = true;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(cut, "the last bytes end the answer");
+        let answer: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
+        assert_eq!(answer["ok"], false);
+        assert_eq!(answer["code"], 406);
+        let msg = answer["msg"].as_str().expect("msg");
+        assert!(msg.contains("max_answer_bytes"), "{msg}");
+        let rows = answer["User[]"]
+            .as_array()
+            .expect("the rows before the cut")
+            .len();
+        assert!(rows > 100 && rows < written as usize, "{rows} of {written}");
     }
 
     #[tokio::test]

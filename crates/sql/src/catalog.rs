@@ -3,6 +3,11 @@
 //! `pragma_table_info` as derived tables with the standard columns), and PostgreSQL's lacks
 //! MySQL's `table_comment`, `column_comment` and `column_type` (added from `pg_catalog`), so
 //! that `"column_comment[>":2` asks the same on every engine.
+//!
+//! Every view holds the served schema's tables alone (the database of the URL on MySQL, the
+//! current schema on PostgreSQL): the catalogue of a server lists every database on it
+//! (`mysql.servers`, `mysql.user`), which is no business of the API's clients, debug mode or
+//! not.
 
 use apijet_core::Engine;
 use apijet_plan::schema::{CatalogView, ColumnKind};
@@ -10,7 +15,8 @@ use apijet_plan::schema::{CatalogView, ColumnKind};
 const PG_TABLES: &str = "(SELECT t.*, obj_description(c.oid, 'pg_class') AS table_comment \
      FROM information_schema.tables AS t \
      LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = t.table_schema \
-     LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = t.table_name)";
+     LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = t.table_name \
+     WHERE t.table_schema = current_schema())";
 
 const PG_COLUMNS: &str = "(SELECT k.*, col_description(c.oid, CAST(k.ordinal_position AS \
      integer)) AS column_comment, format_type(a.atttypid, a.atttypmod) AS column_type \
@@ -18,7 +24,20 @@ const PG_COLUMNS: &str = "(SELECT k.*, col_description(c.oid, CAST(k.ordinal_pos
      LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = k.table_schema \
      LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = k.table_name \
      LEFT JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid \
-     AND a.attnum = k.ordinal_position)";
+     AND a.attnum = k.ordinal_position WHERE k.table_schema = current_schema())";
+
+const PG_CLASSES: &str = "(SELECT c.* FROM pg_catalog.pg_class AS c \
+     WHERE c.relnamespace = CAST(current_schema() AS regnamespace))";
+
+const PG_ATTRIBUTES: &str = "(SELECT a.* FROM pg_catalog.pg_attribute AS a \
+     JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid \
+     WHERE c.relnamespace = CAST(current_schema() AS regnamespace))";
+
+const MYSQL_TABLES: &str =
+    "(SELECT * FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE())";
+
+const MYSQL_COLUMNS: &str =
+    "(SELECT * FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE())";
 
 /// The columns a catalogue view adds on `engine` to the engine's own (see the module).
 pub fn added_columns(engine: Engine, view: CatalogView) -> &'static [(&'static str, ColumnKind)] {
@@ -32,12 +51,22 @@ pub fn added_columns(engine: Engine, view: CatalogView) -> &'static [(&'static s
     }
 }
 
-/// The derived table of a catalogue view on PostgreSQL, where it adds columns.
-pub(crate) fn postgres_source(view: CatalogView) -> Option<&'static str> {
+/// The derived table of a catalogue view on PostgreSQL.
+pub(crate) fn postgres_source(view: CatalogView) -> &'static str {
     match view {
-        CatalogView::Tables => Some(PG_TABLES),
-        CatalogView::Columns => Some(PG_COLUMNS),
-        CatalogView::PgClass | CatalogView::PgAttribute => None,
+        CatalogView::Tables => PG_TABLES,
+        CatalogView::Columns => PG_COLUMNS,
+        CatalogView::PgClass => PG_CLASSES,
+        CatalogView::PgAttribute => PG_ATTRIBUTES,
+    }
+}
+
+/// The derived table of a catalogue view on MySQL and MariaDB (the PostgreSQL views are not
+/// planned there).
+pub(crate) fn mysql_source(view: CatalogView) -> &'static str {
+    match view {
+        CatalogView::Columns | CatalogView::PgAttribute => MYSQL_COLUMNS,
+        CatalogView::Tables | CatalogView::PgClass => MYSQL_TABLES,
     }
 }
 

@@ -12,12 +12,9 @@ pub trait Dialect: Send + Sync {
     /// Writes the placeholder for bind number `n` (1-based).
     fn placeholder(&self, n: usize, out: &mut String);
 
-    /// Writes a view of the catalogue as a statement's source: `schema.table` where the
-    /// engine has it.
+    /// Writes a view of the catalogue, of the served schema alone, as a statement's source.
     fn catalog(&self, view: CatalogView, out: &mut String) {
-        self.quote(view.schema_name(), out);
-        out.push('.');
-        self.quote(view.table_name(), out);
+        out.push_str(crate::catalog::mysql_source(view));
     }
 
     /// `lhs` matches a regular expression given by placeholder `pattern`.
@@ -246,14 +243,7 @@ impl Dialect for Sqlite {
 
 impl Dialect for Postgres {
     fn catalog(&self, view: CatalogView, out: &mut String) {
-        match crate::catalog::postgres_source(view) {
-            Some(derived) => out.push_str(derived),
-            None => {
-                self.quote(view.schema_name(), out);
-                out.push('.');
-                self.quote(view.table_name(), out);
-            }
-        }
+        out.push_str(crate::catalog::postgres_source(view));
     }
 
     fn quote(&self, ident: &str, out: &mut String) {

@@ -7,7 +7,10 @@
 //! kept plan, while a different keyword or method is another shape.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::{Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadPlan, ShapeKey};
+use apijet_plan::read::{
+    entry_bytes, CacheBudget, Dependencies, MemberPlan, Mode, PlanCache, Purpose, ReadPlan,
+    ShapeKey,
+};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::template::Template;
@@ -396,4 +399,71 @@ fn a_plan_knows_what_changes_its_answer_without_a_write() {
     let (d2, v2) = deps(json!({"Moment": {"id{}": "length(content)>2"}}));
     assert_eq!(d, d2, "one shape, one plan");
     assert!(!d2.volatile_with(&v2));
+}
+
+/// The plan cache holds client text, so it is bounded in bytes: values a request only echoes
+/// (a custom root or table `@` key, a plain value) are the request's data and never kept, a
+/// shape past `plan_cache_key_bytes` is planned for its request alone, and past
+/// `plan_cache_bytes` the least recently used shapes make room.
+#[test]
+fn echoes_and_long_shapes_are_not_kept_and_the_kept_plans_stay_within_their_bytes() {
+    let schema = schema();
+    let options = PlanOptions {
+        plan_cache: CacheBudget {
+            bytes: 10 * entry_bytes(40),
+            key_bytes: 200,
+        },
+        ..PlanOptions::default()
+    };
+    let inputs = Context {
+        rules: rules(),
+        trusted: false,
+        schema: &schema,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+    };
+    let cache = PlanCache::default();
+    let big = "x".repeat(880);
+    for echoing in [
+        json!({"@x": big, "Moment": {"id": 1}}),
+        json!({"Moment": {"id": 1, "@position": big}}),
+        json!({"Moment": {"id": 1}, "note": big}),
+    ] {
+        let (req, _) = request(&echoing);
+        let plan = cache.plan(&req, &inputs).expect("planned");
+        assert!(!plan.has_errors, "{echoing}");
+        assert!(
+            cache.is_empty(),
+            "an echoing request is not kept: {echoing}"
+        );
+    }
+    // A long shape (a long @column, no echo) is planned, not kept.
+    let columns = vec!["id"; 60].join(",");
+    let (req, _) = request(&json!({"Moment": {"id": 1, "@column": columns}}));
+    cache.plan(&req, &inputs).expect("planned");
+    assert!(
+        cache.is_empty(),
+        "a shape past plan_cache_key_bytes is not kept"
+    );
+    // Many short shapes: the budget holds, and the shape used last is still there.
+    let hot = json!({"Moment": {"id": 1}});
+    let (hot_req, _) = request(&hot);
+    let first = cache.plan(&hot_req, &inputs).expect("plan");
+    for n in 0..200 {
+        let (req, _) = request(&json!({"Moment": {"id": 1, "@column": format!("id:a{n}")}}));
+        cache.plan(&req, &inputs).expect("plan");
+        assert!(
+            cache.bytes() <= options.plan_cache.bytes,
+            "{}",
+            cache.bytes()
+        );
+        // Used again between the others: the least recently used go first.
+        let again = cache.plan(&hot_req, &inputs).expect("plan");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the hot shape was evicted at {n}"
+        );
+    }
+    assert!(cache.len() > 1, "the cache still keeps shapes");
 }

@@ -4,7 +4,11 @@ mod mysql;
 mod postgres;
 mod sqlite;
 mod sqlite_cells;
+mod sqlite_errors;
 mod sqlite_functions;
+mod sqlite_jobs;
+#[cfg(test)]
+mod sqlite_tests;
 mod target;
 
 pub use mysql::{MySqlBackend, MySqlTx};
@@ -16,6 +20,10 @@ use crate::sink::RowSink;
 use crate::ExecError;
 use apijet_core::{Capabilities, Engine};
 use apijet_sql::{Dialect, Statement};
+
+/// Prepared statements each database connection keeps (the least recently used are closed
+/// first); with `statement_cache_bytes` it bounds what a connection keeps prepared.
+pub const STATEMENTS_KEPT: usize = 256;
 
 /// A connection pool to one database.
 pub enum Backend {
@@ -133,7 +141,8 @@ impl Backend {
         Ok(match url {
             DbUrl::Sqlite(path) => Backend::Sqlite(
                 SqliteBackend::open(path, create_sqlite)?
-                    .with_timeout(std::time::Duration::from_millis(statement_timeout_ms)),
+                    .with_timeout(std::time::Duration::from_millis(statement_timeout_ms))
+                    .with_threads(pool_size),
             ),
             DbUrl::Postgres(u) => Backend::Postgres(
                 PgBackend::connect(u, pool_size, statement_timeout_ms, role).await?,
@@ -149,6 +158,17 @@ impl Backend {
     pub fn set_max_value_bytes(&mut self, bytes: usize) {
         if let Backend::Sqlite(b) = self {
             b.set_max_value_bytes(bytes);
+        }
+    }
+
+    /// Keeps prepared, per connection, at most [`STATEMENTS_KEPT`] statements of at most
+    /// `bytes` / [`STATEMENTS_KEPT`] bytes of text each (`statement_cache_bytes`); longer ones
+    /// are closed after their run.
+    pub fn set_statement_cache_bytes(&mut self, bytes: usize) {
+        match self {
+            Backend::Sqlite(b) => b.set_statement_cache_bytes(bytes),
+            Backend::Postgres(b) => b.set_statement_cache_bytes(bytes),
+            Backend::MySql(b) => b.set_statement_cache_bytes(bytes),
         }
     }
 
@@ -266,8 +286,8 @@ impl Backend {
     pub async fn begin(&self) -> Result<Tx<'_>, ExecError> {
         Ok(match self {
             Backend::Sqlite(b) => Tx::Sqlite(b.begin().await?),
-            Backend::Postgres(b) => Tx::Postgres(b.begin().await?),
-            Backend::MySql(b) => Tx::MySql(b.begin().await?),
+            Backend::Postgres(b) => Tx::Postgres(Box::new(b.begin().await?)),
+            Backend::MySql(b) => Tx::MySql(Box::new(b.begin().await?)),
         })
     }
 
@@ -305,9 +325,9 @@ pub enum Tx<'a> {
     /// SQLite.
     Sqlite(SqliteTx<'a>),
     /// PostgreSQL.
-    Postgres(PgTx),
+    Postgres(Box<PgTx>),
     /// MySQL or MariaDB.
-    MySql(MySqlTx),
+    MySql(Box<MySqlTx>),
 }
 
 impl Tx<'_> {
@@ -343,8 +363,8 @@ impl Tx<'_> {
     pub async fn commit(self) -> Result<(), ExecError> {
         match self {
             Tx::Sqlite(t) => t.commit().await,
-            Tx::Postgres(t) => t.commit().await,
-            Tx::MySql(t) => t.commit().await,
+            Tx::Postgres(t) => (*t).commit().await,
+            Tx::MySql(t) => (*t).commit().await,
         }
     }
 
@@ -352,8 +372,8 @@ impl Tx<'_> {
     pub async fn rollback(self) -> Result<(), ExecError> {
         match self {
             Tx::Sqlite(t) => t.rollback().await,
-            Tx::Postgres(t) => t.rollback().await,
-            Tx::MySql(t) => t.rollback().await,
+            Tx::Postgres(t) => (*t).rollback().await,
+            Tx::MySql(t) => (*t).rollback().await,
         }
     }
 }

@@ -1,16 +1,21 @@
 //! MySQL and MariaDB through mysql_async.
 //!
-//! Statements run through the binary protocol (`exec_iter`), which mysql_async caches per
-//! connection, and rows are read one packet at a time, so a long list never sits in memory.
+//! Statements run through the binary protocol (`exec_iter`), and rows are read one packet at a
+//! time, so a long list never sits in memory. mysql_async keeps a connection's prepared
+//! statements (at most [`STATEMENTS_KEPT`], the least recently used closed first); only those
+//! of at most `statement_cache_bytes` / [`STATEMENTS_KEPT`] bytes of text are kept, a longer one
+//! is closed after its run, so what a connection keeps prepared stays within the budget.
 
+use super::STATEMENTS_KEPT;
 use crate::cell::{recycle, Cell};
+use crate::fair::{FairSlots, Slot};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
 use apijet_sql::Statement;
 use chrono::{NaiveDate, NaiveTime};
 use mysql_async::consts::ColumnType;
-use mysql_async::prelude::Queryable;
+use mysql_async::prelude::{Queryable, StatementLike};
 use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -31,6 +36,10 @@ pub struct MySqlBackend {
     killers: Vec<Arc<Killer>>,
     /// The server is MariaDB (its regex syntax differs from MySQL 8).
     pub mariadb: bool,
+    /// The longest statement text a connection keeps prepared.
+    kept_text: AtomicUsize,
+    /// The pool's connections, shared fairly between clients (`crate::fair`).
+    slots: Arc<FairSlots>,
 }
 
 /// Connections handed out and callers waiting for one, for `/metrics`.
@@ -113,6 +122,8 @@ impl MySqlBackend {
                 current: AtomicUsize::new(i),
                 gauge: Arc::default(),
                 mariadb,
+                kept_text: AtomicUsize::new(usize::MAX),
+                slots: FairSlots::new(pool_size),
             });
         }
         Err(target.failures(&errors))
@@ -165,6 +176,17 @@ impl MySqlBackend {
         }
     }
 
+    /// Keeps prepared only statements of at most `bytes` / [`STATEMENTS_KEPT`] bytes of
+    /// text (`statement_cache_bytes`).
+    pub fn set_statement_cache_bytes(&self, bytes: usize) {
+        self.kept_text
+            .store(bytes / STATEMENTS_KEPT, Ordering::Relaxed);
+    }
+
+    fn longest_kept(&self) -> usize {
+        self.kept_text.load(Ordering::Relaxed)
+    }
+
     /// Connections in use and callers waiting for one.
     pub fn pool_status(&self) -> (i64, i64) {
         let g = &self.gauge;
@@ -172,6 +194,11 @@ impl MySqlBackend {
             g.in_use.load(Ordering::Relaxed),
             g.waiting.load(Ordering::Relaxed),
         )
+    }
+
+    /// The client's fair share of the pool (`crate::fair`).
+    async fn slot(&self) -> Slot {
+        self.slots.acquire(crate::cancel::current().holder()).await
     }
 
     async fn conn(&self) -> Result<(mysql_async::Conn, usize, Counted), ExecError> {
@@ -187,13 +214,14 @@ impl MySqlBackend {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
+        let _slot = self.slot().await;
         let (conn, host, in_use) = self.conn().await?;
         let mut running = Running {
             conn: Some((conn, in_use)),
             killer: Arc::clone(&self.killers[host]),
         };
         let result = match &mut running.conn {
-            Some((conn, _)) => fetch_on(conn, stmt, sink).await,
+            Some((conn, _)) => fetch_on(conn, self.longest_kept(), stmt, sink).await,
             None => Err(ExecError::Connect("no connection".into())),
         };
         if statement_ended(&result) {
@@ -204,14 +232,17 @@ impl MySqlBackend {
 
     /// Starts a transaction on a connection of its own (rolled back if dropped unfinished).
     pub async fn begin(&self) -> Result<MySqlTx, ExecError> {
+        let slot = self.slot().await;
         let waiting = Counted::new(&self.gauge, |g| &g.waiting);
         let (tx, host) = self
             .failover(|p| p.start_transaction(mysql_async::TxOpts::default()))
             .await?;
         drop(waiting);
         Ok(MySqlTx {
+            _slot: slot,
             tx: Some(tx),
             running: false,
+            longest_kept: self.longest_kept(),
             killer: Arc::clone(&self.killers[host]),
             _in_use: Counted::new(&self.gauge, |g| &g.in_use),
         })
@@ -243,7 +274,7 @@ fn builder(url: &str, pool_size: usize) -> Result<OptsBuilder, ExecError> {
                 .with_constraints(constraints)
                 .with_reset_connection(false),
         )
-        .stmt_cache_size(256)
+        .stmt_cache_size(STATEMENTS_KEPT)
         // An UPDATE that sets a value already there still matched its row: count matched
         // rows, as PostgreSQL and SQLite do, so such a write is not mistaken for "no row".
         .client_found_rows(true))
@@ -295,15 +326,35 @@ fn host_of(url: &str) -> &str {
     authority.rsplit_once('@').map_or(authority, |(_, h)| h)
 }
 
-/// Runs a statement on `q`, feeding every row to `sink`.
+/// Runs a statement on `q`, feeding every row to `sink`; one whose text is longer than
+/// `longest_kept` is closed after its run.
 async fn fetch_on<Q: Queryable, S: RowSink>(
     q: &mut Q,
+    longest_kept: usize,
+    stmt: &Statement,
+    sink: &mut S,
+) -> Result<u64, ExecError> {
+    if stmt.sql.len() <= longest_kept {
+        return rows_of(q, stmt.sql.as_str(), stmt, sink).await;
+    }
+    let prepared = q.prep(stmt.sql.as_str()).await.map_err(db_error)?;
+    let result = rows_of(q, &prepared, stmt, sink).await;
+    if statement_ended(&result) {
+        q.close(prepared).await.map_err(db_error)?;
+    }
+    result
+}
+
+/// Runs `prepared` (a text, or a statement prepared already) with the binds of `stmt`.
+async fn rows_of<Q: Queryable, P: StatementLike, S: RowSink>(
+    q: &mut Q,
+    prepared: P,
     stmt: &Statement,
     sink: &mut S,
 ) -> Result<u64, ExecError> {
     let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
     let mut result = q
-        .exec_iter(stmt.sql.as_str(), mysql_async::Params::Positional(params))
+        .exec_iter(prepared, mysql_async::Params::Positional(params))
         .await
         .map_err(db_error)?;
     let columns = result.columns().unwrap_or_else(|| Vec::new().into());
@@ -411,9 +462,13 @@ impl Killer {
 /// An open transaction; mysql_async rolls it back if it is dropped unfinished. Dropped while a
 /// statement runs, its connection is killed (which rolls back too).
 pub struct MySqlTx {
+    /// Its share of the pool, held until it ends.
+    _slot: Slot,
     tx: Option<mysql_async::Transaction<'static>>,
     /// A statement was started and has not ended.
     running: bool,
+    /// The longest statement text kept prepared.
+    longest_kept: usize,
     killer: Arc<Killer>,
     _in_use: Counted,
 }
@@ -427,14 +482,21 @@ impl MySqlTx {
 
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
-        let params: Vec<mysql_async::Value> = stmt.binds.iter().map(param).collect();
+        let params = mysql_async::Params::Positional(stmt.binds.iter().map(param).collect());
         self.running = true;
+        let longest_kept = self.longest_kept;
         let tx = self.tx()?;
-        let result = tx
-            .exec_drop(stmt.sql.as_str(), mysql_async::Params::Positional(params))
-            .await
-            .map_err(db_error)
-            .map(|()| tx.affected_rows());
+        let result = if stmt.sql.len() <= longest_kept {
+            tx.exec_drop(stmt.sql.as_str(), params).await
+        } else {
+            let prepared = tx.prep(stmt.sql.as_str()).await.map_err(db_error)?;
+            let ran = tx.exec_drop(&prepared, params).await;
+            if ran.is_ok() {
+                tx.close(prepared).await.map_err(db_error)?;
+            }
+            ran
+        };
+        let result = result.map_err(db_error).map(|()| tx.affected_rows());
         self.running = false;
         result
     }
@@ -446,7 +508,8 @@ impl MySqlTx {
         sink: &mut S,
     ) -> Result<u64, ExecError> {
         self.running = true;
-        let result = fetch_on(self.tx()?, stmt, sink).await;
+        let longest_kept = self.longest_kept;
+        let result = fetch_on(self.tx()?, longest_kept, stmt, sink).await;
         self.running = !statement_ended(&result);
         result
     }

@@ -5,14 +5,14 @@
 //! `timestamp`, so one bound value works against any column type. Rows arrive in binary
 //! format and are decoded straight into [`Cell`]s.
 
-use super::DbRole;
+use super::{DbRole, STATEMENTS_KEPT};
 use crate::cell::{recycle, Cell};
 use crate::sink::RowSink;
 use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
 use apijet_sql::Statement;
 use bytes::BytesMut;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
 use futures_util::{pin_mut, StreamExt};
 use postgres_types::{Format, IsNull, ToSql, Type};
 use std::error::Error;
@@ -20,14 +20,24 @@ use tokio_postgres::NoTls;
 
 mod cells;
 mod listen;
+mod statements;
 
 pub use listen::Listener;
 
+use crate::fair::{FairSlots, Slot};
 use cells::{PgKind, RawValue};
+use statements::{Object, PgManager, Pool};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// A pool of PostgreSQL connections.
 pub struct PgBackend {
     pool: Pool,
+    /// The pool's connections, shared fairly between clients (`crate::fair`).
+    slots: Arc<FairSlots>,
+    /// The longest statement text a connection keeps prepared
+    /// (`statement_cache_bytes` / [`STATEMENTS_KEPT`]).
+    kept_text: Arc<AtomicUsize>,
     /// How its connections are made, for a connection of its own ([`PgBackend::listen`]).
     config: tokio_postgres::Config,
 }
@@ -73,7 +83,7 @@ impl PgBackend {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(mgr)
+        let pool = Pool::builder(PgManager(mgr))
             .max_size(pool_size)
             .build()
             .map_err(|e| ExecError::Connect(e.to_string()))?;
@@ -96,7 +106,23 @@ impl PgBackend {
             }
         }
         drop(client);
-        Ok(PgBackend { pool, config })
+        Ok(PgBackend {
+            pool,
+            slots: FairSlots::new(pool_size),
+            config,
+            kept_text: Arc::new(AtomicUsize::new(usize::MAX)),
+        })
+    }
+
+    /// Keeps prepared only statements of at most `bytes` / [`STATEMENTS_KEPT`] bytes of
+    /// text, at most [`STATEMENTS_KEPT`] per connection (`statement_cache_bytes`).
+    pub fn set_statement_cache_bytes(&self, bytes: usize) {
+        self.kept_text
+            .store(bytes / STATEMENTS_KEPT, Ordering::Relaxed);
+    }
+
+    fn longest_kept(&self) -> usize {
+        self.kept_text.load(Ordering::Relaxed)
     }
 
     /// Connections lent out and requests waiting for one.
@@ -105,20 +131,27 @@ impl PgBackend {
         ((s.size - s.available) as i64, s.waiting as i64)
     }
 
+    /// A pooled connection, once the client's fair share lets it have one.
+    async fn connection(&self) -> Result<(Slot, Object), ExecError> {
+        let slot = self.slots.acquire(crate::cancel::current().holder()).await;
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        Ok((slot, client))
+    }
+
     /// Runs a statement, feeding every row to `sink`.
     pub async fn fetch<S: RowSink>(
         &self,
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let (_slot, client) = self.connection().await?;
         let running = Running(Some(client));
         let result = match &running.0 {
-            Some(client) => fetch_on(client, stmt, sink).await,
+            Some(client) => fetch_on(client, self.longest_kept(), stmt, sink).await,
             None => Err(ExecError::Connect("no connection".into())),
         };
         if statement_ended(&result) {
@@ -129,15 +162,13 @@ impl PgBackend {
 
     /// Starts a transaction on a connection of its own.
     pub async fn begin(&self) -> Result<PgTx, ExecError> {
-        let client = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| ExecError::Connect(e.to_string()))?;
+        let (slot, client) = self.connection().await?;
         client.batch_execute("BEGIN").await.map_err(db_error)?;
         Ok(PgTx {
+            _slot: slot,
             client: Some(client),
             running: false,
+            longest_kept: self.longest_kept(),
         })
     }
 
@@ -173,11 +204,15 @@ fn cause(e: &dyn std::error::Error) -> String {
 
 /// Runs a statement on `client`, feeding every row to `sink`.
 async fn fetch_on<S: RowSink>(
-    client: &deadpool_postgres::Object,
+    client: &Object,
+    longest_kept: usize,
     stmt: &Statement,
     sink: &mut S,
 ) -> Result<u64, ExecError> {
-    let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+    let prepared = client
+        .prepare_kept(&stmt.sql, longest_kept)
+        .await
+        .map_err(db_error)?;
     let kinds: Vec<PgKind> = prepared
         .columns()
         .iter()
@@ -220,7 +255,7 @@ async fn fetch_on<S: RowSink>(
 /// A pooled connection with a statement under way (see [`crate::cancel`]). Dropped before
 /// [`Running::ended`] (its request was dropped, its deadline passed, its sink stopped
 /// reading), the statement may still run: it is cancelled.
-struct Running(Option<deadpool_postgres::Object>);
+struct Running(Option<Object>);
 
 impl Running {
     /// The statement is over: the connection goes back to the pool as it is.
@@ -247,9 +282,9 @@ fn statement_ended(result: &Result<u64, ExecError>) -> bool {
 /// query (see [`crate::cancel::CANCEL_WAITS`]), then closes it. It leaves the pool at once, so
 /// a cancel, which the server applies to whatever runs when it arrives, cannot land on another
 /// request's statement. Closing also rolls back an open transaction.
-fn cancel(client: deadpool_postgres::Object) {
+fn cancel(client: Object) {
     let token = client.cancel_token();
-    let detached = deadpool_postgres::Object::take(client);
+    let detached = Object::take(client);
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -274,13 +309,17 @@ fn cancel(client: deadpool_postgres::Object) {
 /// before its connection goes back to the pool; dropped while a statement runs, the statement
 /// is cancelled and the connection closed (which rolls back too).
 pub struct PgTx {
-    client: Option<deadpool_postgres::Object>,
+    /// Its share of the pool, held until it ends.
+    _slot: Slot,
+    client: Option<Object>,
     /// A statement was started and has not ended.
     running: bool,
+    /// The longest statement text kept prepared.
+    longest_kept: usize,
 }
 
 impl PgTx {
-    fn client(&self) -> Result<&deadpool_postgres::Object, ExecError> {
+    fn client(&self) -> Result<&Object, ExecError> {
         self.client
             .as_ref()
             .ok_or(ExecError::Connect("the transaction is closed".into()))
@@ -290,7 +329,10 @@ impl PgTx {
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
         self.running = true;
         let client = self.client()?;
-        let prepared = client.prepare_cached(&stmt.sql).await.map_err(db_error)?;
+        let prepared = client
+            .prepare_kept(&stmt.sql, self.longest_kept)
+            .await
+            .map_err(db_error)?;
         let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
         let result = client
             .execute_raw(&prepared, params.iter())
@@ -307,7 +349,7 @@ impl PgTx {
         sink: &mut S,
     ) -> Result<u64, ExecError> {
         self.running = true;
-        let result = fetch_on(self.client()?, stmt, sink).await;
+        let result = fetch_on(self.client()?, self.longest_kept, stmt, sink).await;
         self.running = !statement_ended(&result);
         result
     }

@@ -1,18 +1,20 @@
 //! Embedded SQLite through rusqlite.
 //!
-//! SQLite calls block. A read into a sink that holds everything until the end (a point lookup,
-//! a nested object) first runs right on the worker under a budget of VM steps
-//! ([`DIRECT_BUDGET`]): most finish within it, without `block_in_place` handing the worker's
-//! queue to another thread. One that runs out is stopped and run again under `block_in_place`,
-//! as every other statement is, on a connection from a small pool; flushing a sink blocks on
-//! the async consumer from there, which pauses the cursor while the client is slow. `regexp` and `regexp_ci` are registered on every
-//! connection, since SQLite has no regex function of its own.
+//! Every statement runs as a job on a blocking thread ([`super::sqlite_jobs`]), at most
+//! `pool_size` at once, stopped by a watchdog at its deadline or when its client is gone; the
+//! async workers only wait for its rows. Connections are pooled (a new one is opened when none
+//! is idle). Writers of this process queue for SQLite's one write lock without a thread.
+//! `regexp` and `regexp_ci` are registered on every connection, since SQLite has no regex
+//! function of its own, and so are the MySQL functions SQLite lacks, each bounded per call.
 
-use super::sqlite_cells::{cell, Decl};
-use crate::cancel::{Stop, Watch};
-use crate::cell::{recycle, Cell};
-use crate::sink::RowSink;
-use crate::{DbErrorKind, ExecError};
+use super::sqlite_cells::Decl;
+use super::sqlite_errors::{db_error, step_error};
+use super::sqlite_jobs::{Conn, Connections, Feed, Jobs, On, Output, TxConn};
+use super::STATEMENTS_KEPT;
+use crate::cancel::Watch;
+use crate::cell::Cell;
+use crate::sink::{ColumnNames, RowSink, SinkError};
+use crate::ExecError;
 use apijet_core::Value;
 use apijet_sql::Statement;
 use regex::Regex;
@@ -20,57 +22,182 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// SQLite VM steps a read may take on the async worker before it is moved off it (about a
-/// millisecond or less: an indexed lookup takes a few hundred).
-const DIRECT_BUDGET: i32 = 50_000;
-
-/// VM steps between two looks at a statement's deadline and client: a few hundred
-/// microseconds of work, so a stopped statement ends within a millisecond or so.
-const WATCH_STEPS: i32 = 20_000;
-
-/// Reads that ran out of [`DIRECT_BUDGET`] and ran again (for the test of that path).
-#[cfg(test)]
-static RERUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// A pool of SQLite connections to one file.
+/// A pool of SQLite connections to one file, and the threads its statements run on.
 pub struct SqliteBackend {
+    pool: Arc<Pool>,
+    jobs: Jobs,
+    /// `statement_timeout_ms`: SQLite has no timeout of its own, so the watchdog applies it.
+    timeout: Duration,
+    /// The process's write lock: one transaction at a time, as SQLite allows.
+    writer: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The connections, and what every connection shares.
+struct Pool {
     path: String,
-    idle: Mutex<Vec<Connection>>,
+    idle: Mutex<Vec<Conn>>,
     /// The output columns of statements run before, by SQL text.
     outputs: Outputs,
     /// Connections lent out, for `/metrics`.
-    in_use: std::sync::atomic::AtomicI64,
-    /// `statement_timeout_ms`: SQLite has no timeout of its own, so the progress handler
-    /// applies it.
-    timeout: Duration,
-    /// The longest string or blob a statement may make (SQLITE_LIMIT_LENGTH); 0: SQLite's own.
-    max_value_bytes: i32,
+    in_use: AtomicI64,
+    /// The longest string or blob a statement or a function may make (SQLITE_LIMIT_LENGTH);
+    /// 0: SQLite's own.
+    max_value_bytes: Arc<AtomicUsize>,
+    /// The longest statement text kept prepared (`statement_cache_bytes` / [`STATEMENTS_KEPT`]).
+    kept_text: AtomicUsize,
 }
 
 impl SqliteBackend {
     /// Opens `path` (creating it when `create` is set).
     pub fn open(path: &str, create: bool) -> Result<SqliteBackend, ExecError> {
-        let backend = SqliteBackend {
+        let pool = Pool {
             path: path.to_string(),
             idle: Mutex::new(Vec::new()),
             outputs: Outputs::default(),
-            in_use: std::sync::atomic::AtomicI64::new(1),
-            timeout: Duration::ZERO,
-            max_value_bytes: 0,
+            in_use: AtomicI64::new(1),
+            max_value_bytes: Arc::new(AtomicUsize::new(0)),
+            kept_text: AtomicUsize::new(usize::MAX),
         };
-        let conn = backend.new_connection(create).map_err(|e| match e {
+        let conn = pool.connect(create).map_err(|e| match e {
             ExecError::Connect(why) => super::target::sqlite_failure(path, &why),
             other => super::target::sqlite_failure(path, &other.to_string()),
         })?;
-        backend.put(conn);
-        Ok(backend)
+        pool.put(conn);
+        Ok(SqliteBackend {
+            pool: Arc::new(pool),
+            jobs: Jobs::new(1),
+            timeout: Duration::ZERO,
+            writer: Arc::new(tokio::sync::Mutex::new(())),
+        })
     }
 
-    fn new_connection(&self, create: bool) -> Result<Connection, ExecError> {
+    /// Stops statements that run longer than `timeout` (zero: never).
+    pub fn with_timeout(mut self, timeout: Duration) -> SqliteBackend {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs at most `threads` statements at once.
+    pub fn with_threads(mut self, threads: usize) -> SqliteBackend {
+        self.jobs = Jobs::new(threads);
+        self
+    }
+
+    /// Makes the engine refuse (SQLITE_TOOBIG) any string or blob longer than `bytes`, however
+    /// a statement builds it: a concatenation of many rows, a function of a function. The
+    /// registered functions refuse to make one (`lpad(s, 20000000, s)`), naming the limit.
+    pub fn set_max_value_bytes(&mut self, bytes: usize) {
+        self.pool.max_value_bytes.store(bytes, Ordering::Relaxed);
+        if let Ok(idle) = self.pool.idle.lock() {
+            for conn in idle.iter() {
+                self.pool.limit(&conn.db);
+            }
+        }
+    }
+
+    /// Keeps prepared only statements of at most `bytes` / [`STATEMENTS_KEPT`] bytes of
+    /// text, so what a connection keeps stays within `bytes` (`statement_cache_bytes`).
+    pub fn set_statement_cache_bytes(&mut self, bytes: usize) {
+        let longest = bytes / STATEMENTS_KEPT;
+        self.pool.kept_text.store(longest, Ordering::Relaxed);
+    }
+
+    /// What stops this request's statements: its own watch and `statement_timeout_ms`.
+    fn watch(&self) -> Watch {
+        crate::cancel::current().with_timeout(self.timeout, "statement_timeout_ms")
+    }
+
+    /// Connections lent out (a new one is opened when none is idle, so nobody waits).
+    pub fn in_use(&self) -> i64 {
+        self.pool.in_use.load(Ordering::Relaxed)
+    }
+
+    fn pool(&self) -> Arc<dyn Connections> {
+        Arc::clone(&self.pool) as Arc<dyn Connections>
+    }
+
+    /// Runs a statement, feeding every row to `sink`.
+    pub async fn fetch<S: RowSink>(
+        &self,
+        stmt: &Statement,
+        sink: &mut S,
+    ) -> Result<u64, ExecError> {
+        let work = query_work(stmt, &self.pool);
+        let watch = self.watch();
+        let (result, _) = self
+            .jobs
+            .run(self.pool(), On::Pool, Some(&watch), sink, work)
+            .await;
+        result
+    }
+
+    /// Forgets what statements answer: the schema may have changed under the same SQL.
+    pub fn forget_outputs(&self) {
+        if let Ok(mut m) = self.pool.outputs.0.lock() {
+            m.clear();
+        }
+    }
+
+    /// Starts a write transaction (`BEGIN IMMEDIATE`), once this process's other writers are
+    /// done: they queue here, without a thread.
+    pub async fn begin(&self) -> Result<SqliteTx<'_>, ExecError> {
+        let writer = Arc::clone(&self.writer).lock_owned().await;
+        let (result, tx) = self
+            .jobs
+            .run(
+                self.pool(),
+                On::Begin(writer),
+                None,
+                &mut NoRows,
+                |db, _| {
+                    db.execute_batch("BEGIN IMMEDIATE").map_err(db_error)?;
+                    Ok(0)
+                },
+            )
+            .await;
+        match (result, tx) {
+            (Ok(_), Some(tx)) => Ok(SqliteTx {
+                backend: self,
+                conn: Some(tx),
+            }),
+            (result, tx) => {
+                if let Some(tx) = tx {
+                    self.pool.put(tx.conn);
+                }
+                Err(result.err().unwrap_or_else(|| {
+                    ExecError::Connect("the transaction could not start".into())
+                }))
+            }
+        }
+    }
+
+    /// Runs statements that return no rows (schema set-up, demo data), in one transaction.
+    pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
+        let statements = statements.to_vec();
+        let (result, _) = self
+            .jobs
+            .run(self.pool(), On::Pool, None, &mut NoRows, move |db, _| {
+                db.execute_batch("BEGIN").map_err(db_error)?;
+                for s in &statements {
+                    if let Err(e) = db.execute_batch(s) {
+                        let _ = db.execute_batch("ROLLBACK");
+                        return Err(db_error(e));
+                    }
+                }
+                db.execute_batch("COMMIT").map_err(db_error)?;
+                Ok(0)
+            })
+            .await;
+        result.map(|_| ())
+    }
+}
+
+impl Pool {
+    fn connect(&self, create: bool) -> Result<Conn, ExecError> {
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -81,167 +208,144 @@ impl SqliteBackend {
             .map_err(db_error)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db_error)?;
-        conn.set_prepared_statement_cache_capacity(256);
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         register_regex(&conn, "regexp", false)?;
         register_regex(&conn, "regexp_ci", true)?;
-        super::sqlite_functions::register(&conn).map_err(db_error)?;
+        super::sqlite_functions::register(&conn, Arc::clone(&self.max_value_bytes))
+            .map_err(db_error)?;
         self.limit(&conn);
-        Ok(conn)
-    }
-
-    /// Stops statements that run longer than `timeout` (zero: never).
-    pub fn with_timeout(mut self, timeout: Duration) -> SqliteBackend {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Makes the engine refuse (SQLITE_TOOBIG) any string or blob longer than `bytes`, however
-    /// a statement builds it: a concatenation of many rows, a function of a function.
-    pub fn set_max_value_bytes(&mut self, bytes: usize) {
-        self.max_value_bytes = i32::try_from(bytes).unwrap_or(i32::MAX);
-        if let Ok(idle) = self.idle.lock() {
-            for conn in idle.iter() {
-                self.limit(conn);
-            }
-        }
+        Ok(Conn::new(conn))
     }
 
     fn limit(&self, conn: &Connection) {
-        if self.max_value_bytes > 0 {
+        let bytes = self.max_value_bytes.load(Ordering::Relaxed);
+        if bytes > 0 {
             let _ = conn.set_limit(
                 rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH,
-                self.max_value_bytes,
+                i32::try_from(bytes).unwrap_or(i32::MAX),
             );
         }
     }
 
-    /// What stops this request's statements: its own watch and `statement_timeout_ms`.
-    fn watch(&self) -> Watch {
-        crate::cancel::current().with_timeout(self.timeout, "statement_timeout_ms")
+    /// Whether a statement of `sql` is kept prepared.
+    fn keeps(&self, sql: &str) -> bool {
+        sql.len() <= self.kept_text.load(Ordering::Relaxed)
     }
+}
 
-    /// Connections lent out (a new one is opened when none is idle, so nobody waits).
-    pub fn in_use(&self) -> i64 {
-        self.in_use.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn take(&self) -> Result<Connection, ExecError> {
+impl Connections for Pool {
+    fn take(&self) -> Result<Conn, ExecError> {
         let conn = self.idle.lock().ok().and_then(|mut v| v.pop());
         let conn = match conn {
             Some(c) => c,
-            None => self.new_connection(false)?,
+            None => self.connect(false)?,
         };
-        self.in_use
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
 
-    fn put(&self, conn: Connection) {
-        self.in_use
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    fn put(&self, conn: Conn) {
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
         if let Ok(mut idle) = self.idle.lock() {
             idle.push(conn);
         }
     }
+}
 
-    /// Runs a statement, feeding every row to `sink`.
-    pub async fn fetch<S: RowSink>(
-        &self,
-        stmt: &Statement,
-        sink: &mut S,
-    ) -> Result<u64, ExecError> {
-        let conn = self.take()?;
-        let handle = tokio::runtime::Handle::current();
-        if sink.restartable() {
-            let over = Arc::new(AtomicBool::new(false));
-            let flag = Arc::clone(&over);
-            conn.progress_handler(
-                DIRECT_BUDGET,
-                Some(move || {
-                    flag.store(true, Ordering::Relaxed);
-                    true
-                }),
-            );
-            let direct = run(&conn, stmt, sink, &handle, &self.outputs);
-            conn.progress_handler(0, None::<fn() -> bool>);
-            if !over.load(Ordering::Relaxed) {
-                self.put(conn);
-                return direct;
-            }
-            sink.restart();
-            #[cfg(test)]
-            RERUNS.fetch_add(1, Ordering::Relaxed);
+/// The work of a query on its thread: prepare, bind, hand every row over.
+fn query_work(
+    stmt: &Statement,
+    pool: &Arc<Pool>,
+) -> impl FnOnce(&Connection, &mut Feed) -> Result<u64, ExecError> + Send + 'static {
+    let (stmt, pool) = (stmt.clone(), Arc::clone(pool));
+    move |db, feed| {
+        let keep = pool.keeps(&stmt.sql);
+        let mut kept: rusqlite::CachedStatement<'_>;
+        let mut once: rusqlite::Statement<'_>;
+        let prepared: &mut rusqlite::Statement<'_> = if keep {
+            kept = db.prepare_cached(&stmt.sql).map_err(db_error)?;
+            &mut kept
+        } else {
+            once = db.prepare(&stmt.sql).map_err(db_error)?;
+            &mut once
+        };
+        let output = pool.outputs.of(&stmt.sql, prepared, keep);
+        bind(prepared, &stmt.binds)?;
+        feed.columns(&output);
+        let width = output.names.len();
+        let mut rows = prepared.raw_query();
+        let mut n = 0u64;
+        while let Some(row) = rows.next().map_err(step_error)? {
+            feed.row(row, width)?;
+            n += 1;
         }
-        let watch = self.watch();
-        let result = tokio::task::block_in_place(|| {
-            stoppable(&conn, &watch, || {
-                run(&conn, stmt, sink, &handle, &self.outputs)
-            })
-        });
-        self.put(conn);
-        result
+        Ok(n)
     }
+}
 
-    /// Forgets what statements answer: the schema may have changed under the same SQL.
-    pub fn forget_outputs(&self) {
-        if let Ok(mut m) = self.outputs.0.lock() {
-            m.clear();
-        }
-    }
+/// The sink of a job that reads no rows.
+struct NoRows;
 
-    /// Starts a write transaction (`BEGIN IMMEDIATE`: writers queue here, not at commit).
-    pub async fn begin(&self) -> Result<SqliteTx<'_>, ExecError> {
-        let conn = self.take()?;
-        let started = tokio::task::block_in_place(|| conn.execute_batch("BEGIN IMMEDIATE"));
-        if let Err(e) = started {
-            self.put(conn);
-            return Err(db_error(e));
-        }
-        Ok(SqliteTx {
-            backend: self,
-            conn: Some(conn),
-        })
-    }
+impl RowSink for NoRows {
+    fn columns<'n>(&mut self, _names: impl ColumnNames<'n>) {}
 
-    /// Runs statements that return no rows (schema set-up, demo data).
-    pub async fn execute_script(&self, statements: &[String]) -> Result<(), ExecError> {
-        let conn = self.take()?;
-        let result = tokio::task::block_in_place(|| -> Result<(), ExecError> {
-            conn.execute_batch("BEGIN").map_err(db_error)?;
-            for s in statements {
-                conn.execute_batch(s).map_err(db_error)?;
-            }
-            conn.execute_batch("COMMIT").map_err(db_error)
-        });
-        self.put(conn);
-        result
+    fn row(&mut self, _cells: &[Cell<'_>]) -> Result<(), SinkError> {
+        Ok(())
     }
 }
 
 /// An open transaction on a pooled connection; dropped unfinished, it rolls back.
 pub struct SqliteTx<'a> {
     backend: &'a SqliteBackend,
-    conn: Option<Connection>,
+    /// None while a statement of it runs, and once it was lost or finished.
+    conn: Option<Box<TxConn>>,
 }
 
 impl SqliteTx<'_> {
-    fn conn(&self) -> Result<&Connection, ExecError> {
-        self.conn
-            .as_ref()
-            .ok_or(ExecError::Connect("the transaction is closed".into()))
+    /// Runs `work` on the transaction's connection, as the request's watch says.
+    async fn on_conn<S, W>(
+        &mut self,
+        sink: &mut S,
+        watched: bool,
+        work: W,
+    ) -> Result<u64, ExecError>
+    where
+        S: RowSink,
+        W: FnOnce(&Connection, &mut Feed) -> Result<u64, ExecError> + Send + 'static,
+    {
+        let conn = self
+            .conn
+            .take()
+            .ok_or(ExecError::Connect("the transaction is closed".into()))?;
+        let watch = self.backend.watch();
+        let pool = self.backend.pool();
+        let (result, back) = self
+            .backend
+            .jobs
+            .run(pool, On::Tx(conn), watched.then_some(&watch), sink, work)
+            .await;
+        self.conn = back;
+        result
     }
 
     /// Runs a statement; returns the rows it changed.
     pub async fn execute(&mut self, stmt: &Statement) -> Result<u64, ExecError> {
-        let conn = self.conn()?;
-        let watch = self.backend.watch();
-        tokio::task::block_in_place(|| {
-            stoppable(conn, &watch, || {
-                let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
-                bind(&mut prepared, &stmt.binds)?;
-                prepared.raw_execute().map(|n| n as u64).map_err(step_error)
-            })
+        let stmt = stmt.clone();
+        let pool = Arc::clone(&self.backend.pool);
+        self.on_conn(&mut NoRows, true, move |db, _| {
+            let mut prepared;
+            let mut once;
+            let prepared: &mut rusqlite::Statement<'_> = if pool.keeps(&stmt.sql) {
+                prepared = db.prepare_cached(&stmt.sql).map_err(db_error)?;
+                &mut prepared
+            } else {
+                once = db.prepare(&stmt.sql).map_err(db_error)?;
+                &mut once
+            };
+            bind(prepared, &stmt.binds)?;
+            prepared.raw_execute().map(|n| n as u64).map_err(step_error)
         })
+        .await
     }
 
     /// Runs a query inside the transaction, feeding its rows to `sink`.
@@ -250,82 +354,62 @@ impl SqliteTx<'_> {
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
-        let conn = self.conn()?;
-        let handle = tokio::runtime::Handle::current();
-        let watch = self.backend.watch();
-        tokio::task::block_in_place(|| {
-            stoppable(conn, &watch, || {
-                run(conn, stmt, sink, &handle, &self.backend.outputs)
-            })
-        })
+        let work = query_work(stmt, &self.backend.pool);
+        self.on_conn(sink, true, work).await
     }
 
-    fn finish(&mut self, sql: &str) -> Result<(), ExecError> {
-        let Some(conn) = self.conn.take() else {
-            return Ok(());
-        };
-        let r = tokio::task::block_in_place(|| conn.execute_batch(sql)).map_err(db_error);
-        self.backend.put(conn);
-        r
+    async fn finish(&mut self, sql: &'static str) -> Result<(), ExecError> {
+        if self.conn.is_none() {
+            return Err(ExecError::Connect("the transaction is closed".into()));
+        }
+        let result = self
+            .on_conn(&mut NoRows, false, move |db, _| {
+                db.execute_batch(sql).map_err(db_error).map(|_| 0)
+            })
+            .await;
+        if let Some(tx) = self.conn.take() {
+            if tx.conn.db.is_autocommit() {
+                self.backend.pool.put(tx.conn);
+            } else {
+                // A COMMIT that failed leaves the transaction open: dropping rolls it back.
+                self.conn = Some(tx);
+            }
+        }
+        result.map(|_| ())
     }
 
     /// Commits.
     pub async fn commit(mut self) -> Result<(), ExecError> {
-        self.finish("COMMIT")
+        self.finish("COMMIT").await
     }
 
     /// Rolls back.
     pub async fn rollback(mut self) -> Result<(), ExecError> {
-        self.finish("ROLLBACK")
+        self.finish("ROLLBACK").await
     }
 }
 
 impl Drop for SqliteTx<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            // Never hand a connection back with a transaction open.
-            if conn.execute_batch("ROLLBACK").is_ok() {
-                self.backend.put(conn);
+        let Some(tx) = self.conn.take() else {
+            return;
+        };
+        let pool = Arc::clone(&self.backend.pool);
+        // Never hand a connection back with a transaction open; the rollback runs on a thread
+        // of its own, holding the write lock until it is done.
+        let rollback = move || {
+            tx.roll_back_into(&*pool);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(rollback);
             }
+            Err(_) => rollback(),
         }
     }
 }
 
-/// Runs `statement` on `conn`, stopped (interrupted) when `watch` says so: its deadline
-/// passed or its client left.
-fn stoppable<T>(
-    conn: &Connection,
-    watch: &Watch,
-    statement: impl FnOnce() -> Result<T, ExecError>,
-) -> Result<T, ExecError> {
-    if !watch.is_active() {
-        return statement();
-    }
-    let started = Instant::now();
-    let stopped: Arc<Mutex<Option<Stop>>> = Arc::default();
-    let (seen, watch) = (Arc::clone(&stopped), watch.clone());
-    conn.progress_handler(
-        WATCH_STEPS,
-        Some(move || match watch.stop(started) {
-            Some(stop) => {
-                if let Ok(mut slot) = seen.lock() {
-                    *slot = Some(stop);
-                }
-                true
-            }
-            None => false,
-        }),
-    );
-    let result = statement();
-    conn.progress_handler(0, None::<fn() -> bool>);
-    let stop = stopped.lock().ok().and_then(|mut s| s.take());
-    match (result, stop) {
-        (Err(_), Some(stop)) => Err(stop.error()),
-        (result, _) => result,
-    }
-}
-
-fn bind(prepared: &mut rusqlite::CachedStatement<'_>, binds: &[Value]) -> Result<(), ExecError> {
+fn bind(prepared: &mut rusqlite::Statement<'_>, binds: &[Value]) -> Result<(), ExecError> {
     for (i, v) in binds.iter().enumerate() {
         let idx = i + 1;
         match v {
@@ -341,21 +425,16 @@ fn bind(prepared: &mut rusqlite::CachedStatement<'_>, binds: &[Value]) -> Result
 }
 
 /// Output columns of statements by SQL text, so that a statement run again does not read and
-/// classify its columns again. Bounded; emptied when the schema is read again.
+/// classify its columns again. Bounded in entries and, as the statement cache is, in the
+/// length of the texts it keeps; emptied when the schema is read again.
 #[derive(Default)]
 struct Outputs(Mutex<HashMap<String, Arc<Output>>>);
-
-/// The output columns of one statement.
-struct Output {
-    names: Vec<String>,
-    kinds: Vec<Decl>,
-}
 
 /// Statements whose output columns are kept.
 const OUTPUTS: usize = 1024;
 
 impl Outputs {
-    fn of(&self, sql: &str, prepared: &rusqlite::CachedStatement<'_>) -> Arc<Output> {
+    fn of(&self, sql: &str, prepared: &rusqlite::Statement<'_>, keep: bool) -> Arc<Output> {
         if let Some(o) = self.0.lock().ok().and_then(|m| m.get(sql).cloned()) {
             if o.names.len() == prepared.column_count() {
                 return o;
@@ -369,45 +448,16 @@ impl Outputs {
                 .map(|c| Decl::of(c.decl_type().unwrap_or_default()))
                 .collect(),
         });
-        if let Ok(mut m) = self.0.lock() {
-            if m.len() >= OUTPUTS {
-                m.clear();
+        if keep {
+            if let Ok(mut m) = self.0.lock() {
+                if m.len() >= OUTPUTS {
+                    m.clear();
+                }
+                m.insert(sql.to_string(), Arc::clone(&output));
             }
-            m.insert(sql.to_string(), Arc::clone(&output));
         }
         output
     }
-}
-
-fn run<S: RowSink>(
-    conn: &Connection,
-    stmt: &Statement,
-    sink: &mut S,
-    handle: &tokio::runtime::Handle,
-    outputs: &Outputs,
-) -> Result<u64, ExecError> {
-    let mut prepared = conn.prepare_cached(&stmt.sql).map_err(db_error)?;
-    let output = outputs.of(&stmt.sql, &prepared);
-    let (names, kinds) = (&output.names, &output.kinds);
-    bind(&mut prepared, &stmt.binds)?;
-    sink.columns(names.iter().map(String::as_str));
-    let mut rows = prepared.raw_query();
-    let mut spare: Vec<Cell<'static>> = Vec::with_capacity(names.len());
-    let mut n = 0u64;
-    while let Some(row) = rows.next().map_err(step_error)? {
-        let mut cells: Vec<Cell<'_>> = recycle(spare);
-        for (i, d) in kinds.iter().enumerate() {
-            let v = row.get_ref(i).map_err(db_error)?;
-            cells.push(cell(v, *d));
-        }
-        sink.row(&cells).map_err(ExecError::from)?;
-        spare = recycle(cells);
-        n += 1;
-        if sink.wants_flush() {
-            handle.block_on(sink.flush()).map_err(ExecError::from)?;
-        }
-    }
-    Ok(n)
 }
 
 fn register_regex(conn: &Connection, name: &str, case_insensitive: bool) -> Result<(), ExecError> {
@@ -437,122 +487,3 @@ fn register_regex(conn: &Connection, name: &str, case_insensitive: bool) -> Resu
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// An error of a prepared statement while it runs. SQLite has no classes of errors, but where
-/// they happen says enough: a statement that prepared names only what exists, so a generic
-/// error while it steps comes from evaluating a value (`json_length` of text that is not JSON,
-/// a function's own refusal), a client's mistake as PostgreSQL's class 22 is.
-fn step_error(e: rusqlite::Error) -> ExecError {
-    let generic = matches!(
-        &e,
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::Unknown
-    );
-    match db_error(e) {
-        ExecError::Db {
-            kind: DbErrorKind::Other,
-            message,
-        } if generic => ExecError::Db {
-            kind: DbErrorKind::BadValue,
-            message,
-        },
-        other => other,
-    }
-}
-
-fn db_error(e: rusqlite::Error) -> ExecError {
-    let kind = match &e {
-        rusqlite::Error::SqliteFailure(f, _) => match f.code {
-            rusqlite::ErrorCode::ConstraintViolation => {
-                if f.extended_code == 2067 || f.extended_code == 1555 {
-                    DbErrorKind::Unique
-                } else {
-                    DbErrorKind::Constraint
-                }
-            }
-            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked => {
-                DbErrorKind::Timeout
-            }
-            rusqlite::ErrorCode::TooBig => DbErrorKind::TooLarge,
-            _ => DbErrorKind::Other,
-        },
-        rusqlite::Error::UserFunctionError(_) => DbErrorKind::BadValue,
-        _ => DbErrorKind::Other,
-    };
-    let message = e.to_string();
-    let kind = if message.contains("no such column") || message.contains("syntax error") {
-        DbErrorKind::Syntax
-    } else if message.contains("no such function") {
-        DbErrorKind::Unsupported
-    } else if message.contains("regex parse error") {
-        DbErrorKind::BadPattern
-    } else {
-        kind
-    };
-    ExecError::Db { kind, message }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{SqliteBackend, DIRECT_BUDGET, RERUNS};
-    use crate::sink::CollectSink;
-    use apijet_sql::Statement;
-    use std::sync::atomic::Ordering;
-
-    /// A read too long for the worker's budget is stopped and run again off the worker: its
-    /// answer is every row once, and the connection goes back without the budget.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_read_past_the_direct_budget_runs_again_whole() {
-        let dir = std::env::temp_dir().join(format!("apijet-sqlite-budget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("t.db");
-        let backend = SqliteBackend::open(path.to_str().expect("utf-8 path"), true).expect("open");
-        let rows = 20_000;
-        backend
-            .execute_script(&[
-                "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)".into(),
-                format!(
-                    "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {rows}) \
-                     INSERT INTO t SELECT i, 'row ' || i FROM s"
-                ),
-            ])
-            .await
-            .expect("fill");
-        // Sorting 20,000 rows takes far more VM steps than the budget.
-        assert!(rows * 10 > DIRECT_BUDGET as usize);
-        let all = Statement {
-            sql: "SELECT id, v FROM t ORDER BY v DESC".into(),
-            binds: vec![],
-        };
-        for _ in 0..2 {
-            let mut sink = CollectSink::new(&[]);
-            let n = backend.fetch(&all, &mut sink).await.expect("fetch");
-            assert_eq!(n, rows as u64);
-            assert_eq!(sink.rows.len(), rows);
-            let mut ids: Vec<i64> = sink.rows.iter().filter_map(|r| r["id"].as_i64()).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            assert_eq!(ids.len(), rows, "every row exactly once");
-        }
-        assert_eq!(
-            RERUNS.load(Ordering::Relaxed),
-            2,
-            "both long reads ran again"
-        );
-        // A short read on the same (pooled) connection answers directly.
-        let one = Statement {
-            sql: "SELECT v FROM t WHERE id = ?1".into(),
-            binds: vec![apijet_core::Value::Int(7)],
-        };
-        let mut sink = CollectSink::new(&[]);
-        backend.fetch(&one, &mut sink).await.expect("fetch one");
-        assert_eq!(
-            RERUNS.load(Ordering::Relaxed),
-            2,
-            "a point read finishes within the budget"
-        );
-        assert_eq!(sink.rows.len(), 1);
-        assert_eq!(sink.rows[0]["v"], "row 7");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}

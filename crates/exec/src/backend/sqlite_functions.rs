@@ -1,13 +1,53 @@
 //! MySQL functions SQLite lacks, registered on every connection so that `@column`, `@having`
 //! and `@order` expressions answer on SQLite as on MySQL (the reference's engine). Dates are
 //! read as SQLite stores them: `YYYY-MM-DD[ HH:MM:SS[.fff]]` text or Unix seconds.
+//!
+//! Each call is bounded: a function whose value grows with an argument (`lpad`, `rpad`,
+//! `repeat`, `space`, `date_format`) works out its length first and refuses, naming the limit,
+//! a value longer than any value may be ([`TOO_LONG`]), rather than building it or answering
+//! a shorter one.
 
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::Connection;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 type Result<T> = rusqlite::Result<T>;
+
+/// The end of the message of a function that refused to make a value too long; the backend
+/// recognises its refusals by it.
+pub(super) const TOO_LONG: &str = "bytes any value may have (setting max_answer_bytes)";
+
+/// The longest value a function may make, as the backend sets it (0: SQLite's own limit).
+#[derive(Clone)]
+struct Bound(Arc<AtomicUsize>);
+
+impl Bound {
+    fn bytes(&self) -> usize {
+        match self.0.load(Ordering::Relaxed) {
+            0 => 1_000_000_000,
+            n => n,
+        }
+    }
+
+    /// `Err` naming the limit when `function` would make `bytes` (none: more than `usize`).
+    fn check(&self, function: &str, bytes: Option<usize>) -> Result<()> {
+        let limit = self.bytes();
+        match bytes {
+            Some(b) if b <= limit => Ok(()),
+            _ => Err(rusqlite::Error::UserFunctionError(
+                format!(
+                    "{function}(…) would make a value of {} bytes, more than the {limit} {TOO_LONG}: \
+                     ask for a shorter one",
+                    bytes.map_or_else(|| "too many".to_string(), |b| b.to_string())
+                )
+                .into(),
+            )),
+        }
+    }
+}
 
 fn datetime(v: ValueRef<'_>) -> Option<NaiveDateTime> {
     match v {
@@ -72,6 +112,21 @@ where
     )
 }
 
+/// Registers a deterministic function of `n` arguments whose value may grow with them: it
+/// checks the length it would make against `bound` itself.
+fn sized<F>(conn: &Connection, name: &str, n: i32, bound: &Bound, f: F) -> Result<()>
+where
+    F: Fn(&Context<'_>, &Bound) -> Result<Value> + Send + 'static,
+{
+    let bound = bound.clone();
+    conn.create_scalar_function(
+        name,
+        n,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        move |ctx| f(ctx, &bound),
+    )
+}
+
 fn date_part(conn: &Connection, name: &str, f: fn(NaiveDateTime) -> i64) -> Result<()> {
     add(conn, name, 1, move |c| opt(datetime(c.get_raw(0)).map(f)))
 }
@@ -121,25 +176,50 @@ fn date_format(d: NaiveDateTime, fmt: &str) -> String {
     out
 }
 
-fn pad(c: &Context<'_>, left: bool) -> Value {
+/// MySQL's `lpad`/`rpad`: `s` cut or filled with `p` to `n` characters.
+fn pad(c: &Context<'_>, left: bool, bound: &Bound) -> Result<Value> {
     let (Some(s), Some(n), Some(p)) = (text(c.get_raw(0)), int(c.get_raw(1)), text(c.get_raw(2)))
     else {
-        return Value::Null;
+        return Ok(Value::Null);
     };
-    let n = usize::try_from(n).unwrap_or(0).min(1 << 20);
+    let name = if left { "lpad" } else { "rpad" };
+    let n = usize::try_from(n).unwrap_or(0);
     let len = s.chars().count();
     if len >= n {
-        return Value::Text(s.chars().take(n).collect());
+        return Ok(Value::Text(s.chars().take(n).collect()));
     }
     if p.is_empty() {
-        return Value::Null;
+        return Ok(Value::Null);
     }
-    let fill: String = p.chars().cycle().take(n - len).collect();
-    Value::Text(if left { fill + &s } else { s + &fill })
+    // Every character takes a byte at least: a count past the limit is refused unmeasured.
+    bound.check(name, Some(n))?;
+    let need = n - len;
+    let fill_chars = p.chars().count();
+    let (whole, rest) = (need / fill_chars, need % fill_chars);
+    let rest_bytes = p.char_indices().nth(rest).map_or(p.len(), |(i, _)| i);
+    let bytes = p
+        .len()
+        .checked_mul(whole)
+        .and_then(|b| b.checked_add(rest_bytes + s.len()));
+    bound.check(name, bytes)?;
+    let mut out = String::with_capacity(bytes.unwrap_or(0));
+    if !left {
+        out.push_str(&s);
+    }
+    for _ in 0..whole {
+        out.push_str(&p);
+    }
+    out.push_str(&p[..rest_bytes]);
+    if left {
+        out.push_str(&s);
+    }
+    Ok(Value::Text(out))
 }
 
-/// Registers the MySQL functions SQLite lacks.
-pub fn register(conn: &Connection) -> Result<()> {
+/// Registers the MySQL functions SQLite lacks; those whose value grows with their arguments
+/// refuse one longer than `max_value_bytes`.
+pub fn register(conn: &Connection, max_value_bytes: Arc<AtomicUsize>) -> Result<()> {
+    let bound = Bound(max_value_bytes);
     date_part(conn, "year", |d| i64::from(d.year()))?;
     date_part(conn, "quarter", |d| i64::from((d.month() - 1) / 3 + 1))?;
     date_part(conn, "month", |d| i64::from(d.month()))?;
@@ -207,7 +287,7 @@ pub fn register(conn: &Connection) -> Result<()> {
         }))
     })?;
     for name in ["date_format", "time_format"] {
-        add(conn, name, 2, |c| {
+        sized(conn, name, 2, &bound, move |c, bound| {
             match (
                 datetime(c.get_raw(0)).or_else(|| {
                     text(c.get_raw(0)).and_then(|s| {
@@ -218,8 +298,12 @@ pub fn register(conn: &Connection) -> Result<()> {
                 }),
                 text(c.get_raw(1)),
             ) {
-                (Some(d), Some(f)) => Value::Text(date_format(d, &f)),
-                _ => Value::Null,
+                (Some(d), Some(f)) => {
+                    // A directive writes at most 11 bytes for its 2 (`%r`: "11:21:50 PM").
+                    bound.check(name, f.len().checked_mul(6))?;
+                    Ok(Value::Text(date_format(d, &f)))
+                }
+                _ => Ok(Value::Null),
             }
         })?;
     }
@@ -241,23 +325,27 @@ pub fn register(conn: &Connection) -> Result<()> {
             _ => Value::Null,
         }
     })?;
-    add(conn, "lpad", 3, |c| pad(c, true))?;
-    add(conn, "rpad", 3, |c| pad(c, false))?;
-    add(conn, "repeat", 2, |c| {
+    sized(conn, "lpad", 3, &bound, |c, bound| pad(c, true, bound))?;
+    sized(conn, "rpad", 3, &bound, |c, bound| pad(c, false, bound))?;
+    sized(conn, "repeat", 2, &bound, |c, bound| {
         match (text(c.get_raw(0)), int(c.get_raw(1))) {
             (Some(s), Some(n)) => {
                 let n = usize::try_from(n).unwrap_or(0);
-                if s.len().saturating_mul(n) > 1 << 20 {
-                    Value::Null
-                } else {
-                    Value::Text(s.repeat(n))
-                }
+                bound.check("repeat", s.len().checked_mul(n))?;
+                Ok(Value::Text(s.repeat(n)))
             }
-            _ => Value::Null,
+            _ => Ok(Value::Null),
         }
     })?;
-    add(conn, "space", 1, |c| {
-        opt(int(c.get_raw(0)).map(|n| " ".repeat(usize::try_from(n).unwrap_or(0).min(1 << 20))))
+    sized(conn, "space", 1, &bound, |c, bound| {
+        match int(c.get_raw(0)) {
+            Some(n) => {
+                let n = usize::try_from(n).unwrap_or(0);
+                bound.check("space", Some(n))?;
+                Ok(Value::Text(" ".repeat(n)))
+            }
+            None => Ok(Value::Null),
+        }
     })?;
     add(conn, "reverse", 1, |c| {
         opt(text(c.get_raw(0)).map(|s| s.chars().rev().collect::<String>()))

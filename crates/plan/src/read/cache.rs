@@ -5,10 +5,19 @@
 //! whole (every key, keyword and value left in it), and keyed with what planning reads beside
 //! the request: the method and whether the visitor is logged in (the role of an object without
 //! `@role` is UNKNOWN or LOGIN by that alone, and the `Access` check is decided by the role),
-//! and what the answer is for ([`Purpose`]: it decides the mode). A
-//! plan that holds the visitor's own values (a role's row filter, `getCurrentUser()`) or an
-//! error is not kept. The cache belongs to the schema snapshot, so a reload starts it empty;
-//! past [`PLAN_SHAPES`] shapes, an arbitrary one makes room.
+//! and what the answer is for ([`Purpose`]: it decides the mode).
+//!
+//! The cache is bounded in bytes ([`CacheBudget`]), since its keys and plans are client text:
+//! - a plan is kept only when it may be shared: not one that holds the visitor's own values (a
+//!   role's row filter, `getCurrentUser()`), an error, or echoed values (custom `@` keys and
+//!   other values a request only echoes: they are the request's data, not its shape, and were
+//!   the way a 1 MiB request made a 30 MiB entry);
+//! - a shape longer than `plan_cache_key_bytes` is planned for its request alone;
+//! - each kept plan counts [`entry_bytes`] of its shape's length against `plan_cache_bytes`,
+//!   an upper bound of what a plan of that shape was measured to hold; past the budget the
+//!   least recently used shapes make room.
+//!
+//! The cache belongs to the schema snapshot, so a reload starts it empty.
 
 use super::{Purpose, ReadPlan};
 use crate::Context;
@@ -19,10 +28,33 @@ use apijet_request::{
 };
 use serde_json::Value as Json;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// Shapes kept per snapshot.
-pub const PLAN_SHAPES: usize = 1024;
+/// How much the kept plans may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBudget {
+    /// The bytes all kept plans may count together (`plan_cache_bytes`).
+    pub bytes: usize,
+    /// The longest shape whose plan is kept (`plan_cache_key_bytes`).
+    pub key_bytes: usize,
+}
+
+impl Default for CacheBudget {
+    fn default() -> Self {
+        CacheBudget {
+            bytes: 64 << 20,
+            key_bytes: 16 << 10,
+        }
+    }
+}
+
+/// What a kept plan of a shape `key_len` bytes long counts: its plan measured at most about
+/// 4 KiB per statement plus 100 bytes per byte of shape (a nested page of three levels, 90
+/// bytes of shape, held 12.6 KiB), so 128 per byte and 4 KiB more bound it.
+pub fn entry_bytes(key_len: usize) -> usize {
+    key_len.saturating_mul(128).saturating_add(4096)
+}
 
 /// What a plan is kept under.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,14 +74,28 @@ impl ShapeKey {
 
     /// [`ShapeKey::of`] for `purpose`.
     pub fn of_for(req: &Request, method: Method, logged_in: bool, purpose: Purpose) -> ShapeKey {
-        let mut w = ShapeWriter(String::with_capacity(128));
+        Self::written(req, method, logged_in, purpose).0
+    }
+
+    /// The key, and whether the request holds values it only echoes.
+    fn written(
+        req: &Request,
+        method: Method,
+        logged_in: bool,
+        purpose: Purpose,
+    ) -> (ShapeKey, bool) {
+        let mut w = ShapeWriter {
+            out: String::with_capacity(128),
+            echoes: false,
+        };
         w.request(req);
-        ShapeKey {
+        let key = ShapeKey {
             method,
             logged_in,
             purpose,
-            shape: w.0,
-        }
+            shape: w.out,
+        };
+        (key, w.echoes)
     }
 
     /// The request's shape, as written in the key.
@@ -58,17 +104,33 @@ impl ShapeKey {
     }
 }
 
-/// Read plans by shape.
+/// Read plans by shape, within a byte budget.
 #[derive(Debug, Default)]
 pub struct PlanCache {
+    kept: RwLock<Kept>,
+    /// A clock for "least recently used".
+    clock: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
     /// Hashed with foldhash, seeded per process: SipHash over the shape was a visible part of
-    /// every lookup, and the map's bound ([`PLAN_SHAPES`]) bounds what colliding shapes cost.
-    plans: RwLock<HashMap<ShapeKey, Arc<ReadPlan>, foldhash::fast::RandomState>>,
+    /// every lookup, and the byte budget bounds what colliding shapes can cost.
+    plans: HashMap<ShapeKey, Entry, foldhash::fast::RandomState>,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    plan: Arc<ReadPlan>,
+    bytes: usize,
+    used: AtomicU64,
 }
 
 impl PlanCache {
     /// The plan of `req` (condition values in slots) for an answer to the client: the one kept
-    /// for its shape, else a new one, kept when it may be shared.
+    /// for its shape, else a new one, kept when it may be shared and fits the budget of
+    /// `inputs.options.plan_cache`.
     pub fn plan(&self, req: &Request, inputs: &Context<'_>) -> Result<Arc<ReadPlan>, PlanError> {
         self.plan_for(req, inputs, Purpose::Answer)
     }
@@ -80,20 +142,28 @@ impl PlanCache {
         inputs: &Context<'_>,
         purpose: Purpose,
     ) -> Result<Arc<ReadPlan>, PlanError> {
-        let key = ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose);
-        if let Some(plan) = self.plans.read().ok().and_then(|m| m.get(&key).cloned()) {
+        let (key, echoes) =
+            ShapeKey::written(req, inputs.method, inputs.visitor.is_some(), purpose);
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        if let Some(plan) = self.kept.read().ok().and_then(|k| {
+            let e = k.plans.get(&key)?;
+            e.used.store(now, Ordering::Relaxed);
+            Some(Arc::clone(&e.plan))
+        }) {
             return Ok(plan);
         }
         let plan = Arc::new(ReadPlan::build_for(req, inputs, purpose)?);
-        if !plan.visitor_bound && !plan.has_errors {
-            self.put(plan.shape().clone(), Arc::clone(&plan));
+        let budget = inputs.options.plan_cache;
+        let shareable = !plan.visitor_bound && !plan.has_errors && !echoes;
+        if shareable && key.shape.len() <= budget.key_bytes {
+            self.put(key, Arc::clone(&plan), now, budget.bytes);
         }
         Ok(plan)
     }
 
     /// Shapes kept.
     pub fn len(&self) -> usize {
-        self.plans.read().map_or(0, |m| m.len())
+        self.kept.read().map_or(0, |k| k.plans.len())
     }
 
     /// Whether no shape is kept.
@@ -101,16 +171,50 @@ impl PlanCache {
         self.len() == 0
     }
 
-    fn put(&self, key: ShapeKey, plan: Arc<ReadPlan>) {
-        let Ok(mut plans) = self.plans.write() else {
+    /// The bytes the kept plans count against the budget.
+    pub fn bytes(&self) -> usize {
+        self.kept.read().map_or(0, |k| k.bytes)
+    }
+
+    fn put(&self, key: ShapeKey, plan: Arc<ReadPlan>, now: u64, budget: usize) {
+        let bytes = entry_bytes(key.shape.len());
+        if bytes > budget {
+            return;
+        }
+        let Ok(mut kept) = self.kept.write() else {
             return;
         };
-        if plans.len() >= PLAN_SHAPES && !plans.contains_key(&key) {
-            if let Some(old) = plans.keys().next().cloned() {
-                plans.remove(&old);
+        if kept.plans.contains_key(&key) {
+            return;
+        }
+        if kept.bytes + bytes > budget {
+            // Room for this one and a tenth of the budget more, so that a stream of new shapes
+            // does not look for the oldest on every request.
+            let target = budget.saturating_sub(bytes + budget / 10);
+            let mut by_age: Vec<(u64, ShapeKey)> = kept
+                .plans
+                .iter()
+                .map(|(k, e)| (e.used.load(Ordering::Relaxed), k.clone()))
+                .collect();
+            by_age.sort_unstable_by_key(|(used, _)| *used);
+            for (_, old) in by_age {
+                if kept.bytes <= target {
+                    break;
+                }
+                if let Some(e) = kept.plans.remove(&old) {
+                    kept.bytes -= e.bytes;
+                }
             }
         }
-        plans.insert(key, plan);
+        kept.bytes += bytes;
+        kept.plans.insert(
+            key,
+            Entry {
+                plan,
+                bytes,
+                used: AtomicU64::new(now),
+            },
+        );
     }
 }
 
@@ -118,26 +222,30 @@ impl PlanCache {
 /// every JSON value in its compact text followed by a byte JSON text never holds unescaped.
 /// Each part of the tree is taken apart field by field, so a field added to the tree later does
 /// not compile until it is written here too.
-struct ShapeWriter(String);
+struct ShapeWriter {
+    out: String,
+    /// The request holds values it only echoes.
+    echoes: bool,
+}
 
 impl ShapeWriter {
     fn text(&mut self, s: &str) {
         // itoa: the formatting machinery of `write!` was most of the cost of a key.
-        self.0.push_str(itoa::Buffer::new().format(s.len()));
-        self.0.push(':');
-        self.0.push_str(s);
+        self.out.push_str(itoa::Buffer::new().format(s.len()));
+        self.out.push(':');
+        self.out.push_str(s);
     }
 
     fn json(&mut self, v: &Json) {
         use std::fmt::Write;
-        let _ = write!(self.0, "{v}");
-        self.0.push('\u{1}');
+        let _ = write!(self.out, "{v}");
+        self.out.push('\u{1}');
     }
 
     fn optional_json(&mut self, v: &Option<Json>) {
         match v {
             Some(v) => self.json(v),
-            None => self.0.push('-'),
+            None => self.out.push('-'),
         }
     }
 
@@ -152,11 +260,15 @@ impl ShapeWriter {
         self.container(root);
         match tag {
             Some(t) => self.text(t),
-            None => self.0.push('-'),
+            None => self.out.push('-'),
         }
         self.optional_json(version);
-        self.0.push(if *format { 'F' } else { 'f' });
+        self.out.push(if *format { 'F' } else { 'f' });
         for (name, value) in globals {
+            // A root `@` key that is no keyword is echoed in the answer.
+            self.echoes |= !crate::keywords::ROOT_KEYWORDS
+                .iter()
+                .any(|(k, _)| k == name);
             self.text(name);
             self.json(value);
         }
@@ -164,11 +276,11 @@ impl ShapeWriter {
 
     fn container(&mut self, c: &Container) {
         let Container { members } = c;
-        self.0.push('{');
+        self.out.push('{');
         for m in members {
             self.member(m);
         }
-        self.0.push('}');
+        self.out.push('}');
     }
 
     fn member(&mut self, m: &Member) {
@@ -176,27 +288,28 @@ impl ShapeWriter {
         self.text(key);
         match node {
             Node::Table(t) => {
-                self.0.push('T');
+                self.out.push('T');
                 self.table(t);
             }
             Node::Array(a) => {
-                self.0.push('A');
+                self.out.push('A');
                 self.array(a);
             }
             Node::Reference(path) => {
-                self.0.push('R');
+                self.out.push('R');
                 self.text(path);
             }
             Node::Subquery(q) => {
-                self.0.push('Q');
+                self.out.push('Q');
                 self.subquery(q);
             }
             Node::Function(call) => {
-                self.0.push('C');
+                self.out.push('C');
                 self.text(call);
             }
             Node::Value(v) => {
-                self.0.push('V');
+                self.echoes = true;
+                self.out.push('V');
                 self.json(v);
             }
         }
@@ -205,57 +318,63 @@ impl ShapeWriter {
     fn table(&mut self, t: &TableObject) {
         // The table key is read from the member's key.
         let TableObject { key: _, entries } = t;
-        self.0.push('(');
+        self.out.push('(');
         for e in entries {
             self.entry(e);
         }
-        self.0.push(')');
+        self.out.push(')');
     }
 
     fn entry(&mut self, e: &TableEntry) {
         // A condition key's parts are read from its raw text.
         match e {
             TableEntry::Condition { key, value } => {
-                self.0.push('c');
+                self.out.push('c');
                 self.text(&key.raw);
                 self.json(value);
             }
             TableEntry::Slot { key, slot } => {
-                self.0.push('s');
+                self.out.push('s');
                 self.text(&key.raw);
-                self.0.push_str(itoa::Buffer::new().format(*slot));
-                self.0.push(';');
+                self.out.push_str(itoa::Buffer::new().format(*slot));
+                self.out.push(';');
             }
             TableEntry::RefCondition { key, path } => {
-                self.0.push('r');
+                self.out.push('r');
                 self.text(&key.raw);
                 self.text(path);
             }
             TableEntry::SubqueryCondition { key, subquery } => {
-                self.0.push('q');
+                self.out.push('q');
                 self.text(&key.raw);
                 self.subquery(subquery);
             }
             TableEntry::FromSubquery(q) => {
-                self.0.push('f');
+                self.out.push('f');
                 self.subquery(q);
             }
             TableEntry::Keyword { name, value } => {
-                self.0.push('k');
+                // A table's `@` key that is no keyword (nor a procedure call) is echoed.
+                self.echoes |= !name.ends_with("()")
+                    && !crate::keywords::TABLE_KEYWORDS
+                        .iter()
+                        .any(|(k, _)| k == name);
+                self.out.push('k');
                 self.text(name);
                 self.json(value);
             }
             TableEntry::Child(m) => {
-                self.0.push('h');
+                self.out.push('h');
                 self.member(m);
             }
             TableEntry::Function { key, call } => {
-                self.0.push('u');
+                self.out.push('u');
                 self.text(key);
                 self.text(call);
             }
             TableEntry::Echo { key, value } => {
-                self.0.push('e');
+                self.echoes = true;
+                self.out.push('e');
                 self.text(key);
                 self.json(value);
             }
@@ -291,7 +410,7 @@ impl ShapeWriter {
         } = q;
         match from {
             Some(f) => self.text(f),
-            None => self.0.push('-'),
+            None => self.out.push('-'),
         }
         for v in [range, count, page, join, with] {
             self.optional_json(v);
