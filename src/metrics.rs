@@ -196,10 +196,12 @@ impl Metrics {
         self.slow_requests.fetch_add(1, Relaxed);
     }
 
-    /// Open live subscriptions and their distinct shapes, as the scheduler last saw them.
-    pub fn live_counts(&self, open: usize, shapes: usize) {
+    /// Open live subscriptions, their distinct shapes and the bytes of answers their results
+    /// hold, as the scheduler last saw them.
+    pub fn live_counts(&self, open: usize, shapes: usize, held_bytes: usize) {
         self.live.open.store(open as i64, Relaxed);
         self.live.shapes.store(shapes as i64, Relaxed);
+        self.live.held.store(held_bytes as i64, Relaxed);
     }
 
     /// One refetch of a shape's `results`, with `reads` reads, that took `seconds`.
@@ -334,6 +336,7 @@ impl Metrics {
 struct LiveCounters {
     open: AtomicI64,
     shapes: AtomicI64,
+    held: AtomicI64,
     refetches: AtomicU64,
     refetched: AtomicU64,
     reads: AtomicU64,
@@ -346,6 +349,7 @@ impl LiveCounters {
         LiveCounters {
             open: AtomicI64::new(0),
             shapes: AtomicI64::new(0),
+            held: AtomicI64::new(0),
             refetches: AtomicU64::new(0),
             refetched: AtomicU64::new(0),
             reads: AtomicU64::new(0),
@@ -355,7 +359,7 @@ impl LiveCounters {
     }
 
     fn render(&self, out: &mut String) {
-        let rows: [(&str, &str, &str, i64); 6] = [
+        let rows: [(&str, &str, &str, i64); 7] = [
             (
                 "apijet_live_subscriptions",
                 "Open live subscriptions.",
@@ -367,6 +371,12 @@ impl LiveCounters {
                 "Distinct shapes of the open subscriptions (the cost of a refetch round).",
                 "gauge",
                 self.shapes.load(Relaxed),
+            ),
+            (
+                "apijet_live_held_bytes",
+                "Bytes of answers live answers hold: each result's latest until its streams took it, and the bases of patches.",
+                "gauge",
+                self.held.load(Relaxed),
             ),
             (
                 "apijet_live_refetches_total",

@@ -44,11 +44,21 @@ class Tally:
                 self.failed.append(f"{time.time():.3f} {what}")
 
 
-def call(conn_box, base, path, body, token=None):
+def client_address(role, k):
+    """Each worker is a client of its own, as haproxy's X-Forwarded-For tells the instances
+    (they trust haproxy): behind one proxy address, workers sharing one identity would share
+    one anonymous budget and be refused for each other's reads, which is not what this test is
+    about."""
+    return f"10.{role}.0.{k + 1}"
+
+
+def call(conn_box, base, path, body, token=None, client=None):
     """One POST on the worker's keep-alive connection (reopened after a failure): the JSON
     answer, or a string saying why there is none."""
     u = urllib.parse.urlsplit(base)
     headers = {"Content-Type": "application/json"}
+    if client:
+        headers["X-Forwarded-For"] = client
     if token:
         headers["Authorization"] = "Bearer " + token
     try:
@@ -79,14 +89,14 @@ def reader(args, tally, k):
     n = 0
     while not os.path.exists(args.stop_file):
         n += 1
-        answer = call(box, args.proxy, "/get", {"Moment": {"id": 1001 + (k * 7 + n) % 100}})
+        answer = call(box, args.proxy, "/get", {"Moment": {"id": 1001 + (k * 7 + n) % 100}}, client=client_address(1, k))
         tally.request(ok(answer), f"reader {k}: {answer}")
         time.sleep(0.02)
 
 
 def writer(args, tally, k):
     box = [None]
-    answer = call(box, args.proxy, "/login", {"phone": PHONE, "password": PASSWORD})
+    answer = call(box, args.proxy, "/login", {"phone": PHONE, "password": PASSWORD}, client=client_address(2, k))
     tally.request(ok(answer), f"writer {k} login: {answer}")
     if not ok(answer):
         return
@@ -95,10 +105,10 @@ def writer(args, tally, k):
     while not os.path.exists(args.stop_file):
         n += 1
         marker = f"rolling-{k}-{n}"
-        answer = call(box, args.proxy, "/post", {"tag": "Comment", "Comment": {"momentId": 1001, "content": marker}}, token)
+        answer = call(box, args.proxy, "/post", {"tag": "Comment", "Comment": {"momentId": 1001, "content": marker}}, token, client_address(2, k))
         tally.request(ok(answer), f"writer {k}: {answer}")
         if ok(answer):
-            got = call(box, args.proxy, "/get", {"Comment": {"id": answer["Comment"]["id"]}})
+            got = call(box, args.proxy, "/get", {"Comment": {"id": answer["Comment"]["id"]}}, client=client_address(2, k))
             seen = ok(got) and isinstance(got.get("Comment"), dict) and got["Comment"].get("content") == marker
             tally.request(seen, f"writer {k} read-back: {got}")
         time.sleep(0.05)
@@ -108,7 +118,7 @@ def subscriber(args, tally, k, last_push):
     u = urllib.parse.urlsplit(args.proxy)
     last_id = None
     while not os.path.exists(args.stop_file):
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-Forwarded-For": client_address(3, k)}
         if last_id:
             headers["Last-Event-ID"] = last_id
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=TIMEOUT)

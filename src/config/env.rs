@@ -79,6 +79,7 @@ pub(super) fn from_env() -> Result<Partial, String> {
         live: var("APIJET_LIVE")?,
         live_interval_ms: var("APIJET_LIVE_INTERVAL_MS")?,
         live_poll_ms: var("APIJET_LIVE_POLL_MS")?,
+        live_patch_bytes: var("APIJET_LIVE_PATCH_BYTES")?,
         live_heartbeat_ms: var("APIJET_LIVE_HEARTBEAT_MS")?,
         live_max_subscriptions: var("APIJET_LIVE_MAX_SUBSCRIPTIONS")?,
         live_max_per_visitor: var("APIJET_LIVE_MAX_PER_VISITOR")?,

@@ -131,6 +131,8 @@ pub struct Config {
     pub live_max_per_visitor: usize,
     /// Most reads of live refetches running at once.
     pub live_concurrency: usize,
+    /// Most bytes of a subscription's answer kept as the base of its next JSON patch.
+    pub live_patch_bytes: usize,
     /// How new passwords are stored: argon2id hashes, or the reference's plain text for a
     /// `Privacy` table the Java server shares. Checks accept both forms either way.
     pub password_storage: PasswordStorage,
@@ -254,6 +256,7 @@ pub struct Partial {
     live_max_subscriptions: Option<usize>,
     live_max_per_visitor: Option<usize>,
     live_concurrency: Option<usize>,
+    live_patch_bytes: Option<usize>,
     password_storage: Option<PasswordStorage>,
     openapi: Option<OpenApiExposure>,
     metrics_listen: Option<String>,
@@ -326,6 +329,7 @@ impl Default for Config {
             live_max_subscriptions: 10_000,
             live_max_per_visitor: 100,
             live_concurrency: 4,
+            live_patch_bytes: 256 * 1024,
             password_storage: PasswordStorage::Argon2id,
             openapi: OpenApiExposure::Public,
             metrics_listen: String::new(),
@@ -428,6 +432,7 @@ impl Config {
             live_max_subscriptions,
             live_max_per_visitor,
             live_concurrency,
+            live_patch_bytes,
             password_storage,
             openapi,
             metrics_listen,

@@ -27,7 +27,6 @@ pub mod registry;
 mod schedule;
 mod stream;
 pub mod subscribe;
-mod together;
 
 use crate::config::Config;
 use crate::pipeline::Pipeline;
@@ -54,17 +53,17 @@ pub struct LiveSettings {
     pub max_per_visitor: usize,
     /// Most reads of refetches running at once.
     pub concurrency: usize,
+    /// Most bytes of an answer kept as the base of the next patch (`live_patch_bytes`).
+    pub patch_bytes: usize,
 }
 
 impl LiveSettings {
-    /// The settings of `cfg` for a database that can do `engine`.
-    pub fn of(cfg: &Config, engine: Capabilities) -> LiveSettings {
-        // With a change feed (PostgreSQL) an instance hears of other instances' writes and,
-        // with the triggers, of everyone's; without one (MariaDB, SQLite) it looks again.
-        let poll_ms = cfg.live_poll_ms.unwrap_or(match engine.change_feed {
-            true => 0,
-            false => cfg.live_interval_ms,
-        });
+    /// The settings of `cfg` (whatever the database can do: see `live_poll_ms`).
+    pub fn of(cfg: &Config, _engine: Capabilities) -> LiveSettings {
+        // An idle subscription costs nothing: it is read again when a table it reads changed
+        // (this instance's writes; with a change feed, everyone's). Where other writers cannot
+        // be heard (MariaDB, SQLite), the operator who has them sets `live_poll_ms`.
+        let poll_ms = cfg.live_poll_ms.unwrap_or(0);
         LiveSettings {
             enabled: cfg.live,
             interval: Duration::from_millis(cfg.live_interval_ms.max(1)),
@@ -73,6 +72,7 @@ impl LiveSettings {
             max_open: cfg.live_max_subscriptions,
             max_per_visitor: cfg.live_max_per_visitor,
             concurrency: cfg.live_concurrency.max(1),
+            patch_bytes: cfg.live_patch_bytes,
         }
     }
 }

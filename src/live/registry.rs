@@ -66,15 +66,6 @@ impl Query {
     }
 }
 
-#[cfg(test)]
-impl Query {
-    /// The GET of `body` by a visitor who is not logged in, shaped as the planner shapes it.
-    pub fn parsed(body: Json) -> Query {
-        let read = Shaped::of_get(body);
-        Query::new(read, Client::default(), Bytes::new())
-    }
-}
-
 /// Who a per-visitor limit counts: a login, else the client's address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Holder {
@@ -90,39 +81,52 @@ pub enum Holder {
 pub struct Shared {
     /// The request.
     pub query: Query,
-    /// The latest answer; each stream holds a receiver and sends only the newest it sees.
+    /// The latest answer; each stream holds a receiver and sends only the newest it sees. Once
+    /// every stream took it, only its id and size are kept.
     pub latest: watch::Sender<Arc<LiveAnswer>>,
-    /// The latest answer's content, kept while some subscriber wants patches against it.
+    /// The latest answer's content, kept while some subscriber wants patches against it and
+    /// it is within `patch_bytes`.
     content: Mutex<Option<Map<String, Json>>>,
     /// Subscribers that want patches.
     patchers: AtomicUsize,
+    /// The most bytes of an answer kept as the base of the next patch (`live_patch_bytes`).
+    patch_bytes: usize,
+    /// The size of the content kept (0: none).
+    content_bytes: AtomicUsize,
 }
 
 impl Shared {
-    fn new(query: Query, written: Written) -> Shared {
-        let first = LiveAnswer {
-            full: written.full(),
-            id: written.id,
-            patch: None,
-        };
+    fn new(query: Query, written: &Written, patch_bytes: usize) -> Shared {
+        // Its first subscriber sends its first answer itself.
+        let first = LiveAnswer::sent(written.id.clone(), written.text.len());
         Shared {
             query,
             latest: watch::channel(Arc::new(first)).0,
             content: Mutex::new(None),
             patchers: AtomicUsize::new(0),
+            patch_bytes,
+            content_bytes: AtomicUsize::new(0),
         }
+    }
+
+    /// Whether some subscriber of it wants patches (its answers are read as JSON).
+    pub fn wants_patches(&self) -> bool {
+        self.patchers.load(Ordering::Relaxed) > 0
     }
 
     /// Makes `written` the latest answer when it differs from it; returns whether it did.
     pub fn publish(&self, written: Written) -> bool {
-        let previous = self.latest.borrow().id.clone();
-        if previous == written.id {
-            return false;
-        }
+        let previous = {
+            let latest = self.latest.borrow();
+            if latest.is(&written) {
+                return false;
+            }
+            latest.id.clone()
+        };
         let mut content = self.content.lock().unwrap_or_else(|e| e.into_inner());
-        let patch = match (self.patchers.load(Ordering::Relaxed) > 0, content.as_ref()) {
-            (true, Some(old)) => {
-                let mut ops = super::patch::diff(old, &written.content);
+        let patch = match (self.wants_patches(), content.as_ref(), &written.content) {
+            (true, Some(old), Some(new)) => {
+                let mut ops = super::patch::diff(old, new);
                 ops.push(
                     serde_json::json!({"op": "replace", "path": "/time", "value": written.time}),
                 );
@@ -133,15 +137,30 @@ impl Shared {
             }
             _ => None,
         };
-        let answer = LiveAnswer {
-            full: written.full(),
-            id: written.id,
-            patch,
-        };
-        *content = (self.patchers.load(Ordering::Relaxed) > 0).then_some(written.content);
+        let streams = self.latest.receiver_count();
+        let answer = LiveAnswer::new(&written, patch, streams);
+        *content = self.patch_base(written);
+        self.content_bytes.store(
+            content.as_ref().map_or(0, |_| answer.size),
+            Ordering::Relaxed,
+        );
         drop(content);
         self.latest.send_replace(Arc::new(answer));
         true
+    }
+
+    /// Bytes it holds of its answers: the latest, until every stream took it, and the base of
+    /// the next patch.
+    pub fn held_bytes(&self) -> usize {
+        self.latest.borrow().held_bytes() + self.content_bytes.load(Ordering::Relaxed)
+    }
+
+    /// What is kept of `written` as the base of the next patch: its content, while someone
+    /// wants patches and it is within the budget.
+    fn patch_base(&self, written: Written) -> Option<Map<String, Json>> {
+        (self.wants_patches() && written.text.len() <= self.patch_bytes)
+            .then_some(written.content)
+            .flatten()
     }
 }
 
@@ -291,10 +310,17 @@ impl Registry {
     }
 
     /// Joins the result of the new subscription's query (made from its first answer when no
-    /// one follows it yet). A write `changes` tell of after the first read started may have
+    /// one follows it yet): the result, the stream's receiver of its answers (made before any
+    /// later answer is published, so that each answer is held until this stream took it too)
+    /// and the subscription. A write `changes` tell of after the first read started may have
     /// been missed by it: its shape is due at once. Looked at under the registry's lock, which
     /// [`Registry::apply_marks`] takes too, so that no write falls between the two.
-    pub fn join(self: &Arc<Self>, new: Joining, changes: &Changes) -> (Arc<Shared>, Subscription) {
+    pub fn join(
+        self: &Arc<Self>,
+        new: Joining,
+        changes: &Changes,
+        patch_bytes: usize,
+    ) -> (Arc<Shared>, watch::Receiver<Arc<LiveAnswer>>, Subscription) {
         let Joining {
             seat,
             query,
@@ -315,10 +341,16 @@ impl Registry {
                 (Arc::clone(&entry.shared), Some(written))
             }
             None => {
-                let content = written.content.clone();
-                let shared = Arc::new(Shared::new(query, written));
+                let shared = Arc::new(Shared::new(query, &written, patch_bytes));
                 if patch {
-                    *shared.content.lock().unwrap_or_else(|e| e.into_inner()) = Some(content);
+                    shared.patchers.fetch_add(1, Ordering::Relaxed);
+                    let size = written.text.len();
+                    let base = shared.patch_base(written);
+                    shared
+                        .content_bytes
+                        .store(base.as_ref().map_or(0, |_| size), Ordering::Relaxed);
+                    *shared.content.lock().unwrap_or_else(|e| e.into_inner()) = base;
+                    shared.patchers.fetch_sub(1, Ordering::Relaxed);
                 }
                 inner.results.insert(
                     key.clone(),
@@ -346,6 +378,7 @@ impl Registry {
         if patch {
             shared.patchers.fetch_add(1, Ordering::Relaxed);
         }
+        let answers = shared.latest.subscribe();
         drop(inner);
         if let Some(written) = fresh {
             // This subscriber read just now: when that differs from what the others were last
@@ -358,7 +391,7 @@ impl Registry {
             patch,
             _seat: seat,
         };
-        (shared, subscription)
+        (shared, answers, subscription)
     }
 
     /// Notes what moved: every shape that reads one of its tables is due.
@@ -420,9 +453,10 @@ impl Registry {
         }
     }
 
-    /// Open subscriptions and shapes.
-    pub fn counts(&self) -> (usize, usize) {
+    /// Open subscriptions and shapes, and the bytes of answers their results hold.
+    pub fn counts(&self) -> (usize, usize, usize) {
         let inner = self.lock();
-        (inner.open, inner.shapes.len())
+        let held = inner.results.values().map(|e| e.shared.held_bytes()).sum();
+        (inner.open, inner.shapes.len(), held)
     }
 }

@@ -35,8 +35,8 @@ pub async fn run(live: Arc<Live>) {
         live.registry.apply_marks(&moved);
         let (due, at) = live.registry.due(now, &live.settings);
         next = at.map(tokio::time::Instant::from_std);
-        let (open, shapes) = live.registry.counts();
-        live.pipeline.metrics.live_counts(open, shapes);
+        let (open, shapes, held) = live.registry.counts();
+        live.pipeline.metrics.live_counts(open, shapes, held);
         for d in due {
             tokio::spawn(refetch(Arc::clone(&live), d, Arc::clone(&permits)));
         }

@@ -144,13 +144,19 @@ impl State {
                     }
                     let answer = Arc::clone(&self.s.answers.borrow_and_update());
                     if answer.id == self.s.sent {
+                        answer.seen();
                         continue;
                     }
-                    let chunk = match (&answer.patch, self.s.patch) {
+                    // Held until every stream following it took it; one that is not held
+                    // any more was replaced by a newer answer, which wakes this stream again.
+                    let Some((full, patch)) = answer.take() else {
+                        continue;
+                    };
+                    let chunk = match (&patch, self.s.patch) {
                         (Some((base, ops)), true) if *base == self.s.sent => {
                             event(Some(&answer.id), Some("patch"), ops)
                         }
-                        _ => event(Some(&answer.id), None, &answer.full),
+                        _ => event(Some(&answer.id), None, &full),
                     };
                     self.s.sent.clone_from(&answer.id);
                     self.s.metrics.live_pushed(1);

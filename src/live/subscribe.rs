@@ -90,9 +90,10 @@ impl Live {
             seen,
             patch: s.patch,
         };
-        let (shared, subscription) = self.registry.join(joining, &pipeline.changes);
+        let (_, mut answers, subscription) =
+            self.registry
+                .join(joining, &pipeline.changes, self.settings.patch_bytes);
         self.wake.notify_one();
-        let mut answers = shared.latest.subscribe();
         if answers.borrow().id != first_id {
             // A refetch published a newer answer since this one was read.
             answers.mark_changed();

@@ -12,6 +12,7 @@ pub mod changes;
 mod connect;
 mod crud;
 pub mod feed;
+pub mod multiplexed;
 pub mod plan;
 pub mod prepare;
 mod read;

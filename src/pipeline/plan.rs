@@ -21,13 +21,6 @@ pub enum Purpose {
     Answer,
     /// The whole answer as JSON, for the server itself: a part of `/crud`, a live answer.
     Whole,
-    /// The whole answer of `items` requests of one shape read as the items of one array (live
-    /// answers read together): its budgets grow with the items, so its plan is its own and not
-    /// kept.
-    Together {
-        /// How many requests it reads.
-        items: usize,
-    },
 }
 
 /// What a call does, planned: the third stage ([`Pipeline::run`]) runs it.
@@ -138,20 +131,10 @@ impl Pipeline {
         client: &Client,
         purpose: Purpose,
     ) -> Result<ReadAction<'p>, ApiError> {
-        let mut inputs = self.context(shaped.method, client.visitor.as_ref(), snapshot, false);
+        let inputs = self.context(shaped.method, client.visitor.as_ref(), snapshot, false);
         let kept = match purpose {
             Purpose::Answer => read::Purpose::Answer,
             Purpose::Whole => read::Purpose::Whole,
-            Purpose::Together { items } => {
-                let options = Arc::new(widened(&self.options, items));
-                inputs.options = options.as_ref();
-                let plan = ReadPlan::build_for(&shaped.req, &inputs, read::Purpose::Whole)?;
-                return Ok(ReadAction {
-                    plan: Arc::new(plan),
-                    values: &shaped.values,
-                    options: Some(Arc::clone(&options)),
-                });
-            }
         };
         Ok(ReadAction {
             plan: snapshot.plans.plan_for(&shaped.req, &inputs, kept)?,
@@ -174,16 +157,4 @@ impl Pipeline {
             snapshot: Arc::clone(snapshot),
         })
     }
-}
-
-/// The budgets of `items` requests read as the items of one array: each item within the
-/// request's own, the array one level deeper.
-fn widened(options: &PlanOptions, items: usize) -> PlanOptions {
-    let mut options = options.clone();
-    options.max_count = options.max_count.max(items as u64);
-    options.expr.max_list_items = options.expr.max_list_items.max(items);
-    options.max_depth += 1;
-    options.max_rows = options.max_rows.saturating_mul(items);
-    options.max_answer_bytes = options.max_answer_bytes.saturating_mul(items);
-    options
 }

@@ -268,18 +268,3 @@ fn wrap_tag(body: Map<String, Json>, tag: &str, method: Method) -> Map<String, J
     out.insert("tag".into(), Json::String(tag.to_string()));
     out
 }
-
-#[cfg(test)]
-impl Shaped {
-    /// The GET of `body`, shaped with the default limits.
-    pub fn of_get(body: Json) -> Shaped {
-        let map = body.as_object().cloned().unwrap_or_default();
-        let mut req = Request::from_map(map).expect("a request");
-        let values = take_values(&mut req, &PlanOptions::default().expr).expect("values");
-        Shaped {
-            method: Method::Get,
-            req,
-            values,
-        }
-    }
-}

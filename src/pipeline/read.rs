@@ -71,7 +71,7 @@ impl Pipeline {
         Ok(answer)
     }
 
-    fn env<'a>(
+    pub(super) fn env<'a>(
         &'a self,
         backend: &'a Backend,
         visitor: Option<&'a Visitor>,

@@ -44,7 +44,7 @@ pub enum SlotCheck {
 }
 
 impl SlotCheck {
-    fn holds(self, v: &Json) -> bool {
+    pub(crate) fn holds(self, v: &Json) -> bool {
         match (self, v) {
             (SlotCheck::Id, Json::Number(n)) => n.as_f64().is_some_and(|f| f > 0.0),
             (SlotCheck::Id, Json::String(s)) => !s.is_empty(),

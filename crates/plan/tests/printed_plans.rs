@@ -11,13 +11,14 @@
 //! <the printed plan>
 //! ```
 //!
-//! with `login=ID` after the method for a logged-in visitor (contacts 82002 and 82003). The
+//! with `login=ID` after the method for a logged-in visitor (contacts 82002 and 82003), and
+//! `multiplex=SLOT` after it for the plan of the shape over a list of that slot's values. The
 //! request's condition values are taken into slots first, as every request's are, so the plan
 //! is the one its shape shares. `APIJET_BLESS=1 cargo test -p apijet-plan --test printed_plans`
 //! writes the plans printed now into the files; review the diff before committing it.
 
 use apijet_core::{Method, Role, Visitor};
-use apijet_plan::read::ReadPlan;
+use apijet_plan::read::{MultiplexPlan, ReadPlan};
 use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
 use apijet_plan::shape::take_values;
 use apijet_plan::verify::RequestRules;
@@ -96,9 +97,16 @@ fn options() -> PlanOptions {
     }
 }
 
-/// The printed plan of one request line: `METHOD [login=ID] BODY`.
+/// The printed plan of one request line: `METHOD [login=ID] [multiplex=SLOT] BODY`.
 fn printed(request: &str) -> String {
     let (method, rest) = request.split_once(' ').expect("METHOD BODY");
+    let (multiplex, rest) = match rest.strip_prefix("multiplex=") {
+        Some(rest) => {
+            let (slot, body) = rest.split_once(' ').expect("multiplex=SLOT BODY");
+            (Some(slot.parse::<usize>().expect("a slot")), body)
+        }
+        None => (None, rest),
+    };
     let method = Method::from_url(&method.to_ascii_lowercase()).expect("a method");
     let (visitor, body) = match rest.strip_prefix("login=") {
         Some(rest) => {
@@ -132,9 +140,13 @@ fn printed(request: &str) -> String {
         if let Err(e) = take_values(&mut req, &options.expr) {
             return format!("shape error: {e}\n");
         }
-        match ReadPlan::build(&req, &context) {
-            Ok(plan) => plan.to_string(),
-            Err(e) => format!("error: {e}\n"),
+        match (ReadPlan::build(&req, &context), multiplex) {
+            (Ok(plan), Some(slot)) => match MultiplexPlan::of(&plan, slot) {
+                Ok(multiplexed) => multiplexed.to_string(),
+                Err(e) => format!("read one by one: {e}\n"),
+            },
+            (Ok(plan), None) => plan.to_string(),
+            (Err(e), _) => format!("error: {e}\n"),
         }
     } else {
         match WritePlan::build(&req, &[], &context) {
@@ -252,6 +264,11 @@ fn functions() {
 #[test]
 fn references() {
     check("references");
+}
+
+#[test]
+fn multiplexed_reads() {
+    check("multiplex");
 }
 
 #[test]

@@ -17,6 +17,8 @@ pub struct AnswerWriter<'p> {
     writer: Writer<'p>,
     /// Where a streamed answer's chunks go (none: the answer is held whole).
     tx: Option<mpsc::Sender<Chunk>>,
+    /// The chunks of an answer held whole whatever its form ([`AnswerWriter::held`]).
+    held: Option<mpsc::Receiver<Chunk>>,
     max_rows: usize,
     max_bytes: usize,
 }
@@ -55,6 +57,7 @@ impl<'p> AnswerWriter<'p> {
         AnswerWriter {
             writer: Writer::Unopened,
             tx: None,
+            held: None,
             max_rows,
             max_bytes,
         }
@@ -70,6 +73,52 @@ impl<'p> AnswerWriter<'p> {
             tx: Some(tx),
             ..AnswerWriter::buffered(max_rows, max_bytes)
         }
+    }
+
+    /// A writer that holds the answer whole whatever its form, a list's included (one
+    /// request's answer of a multiplexed read): [`AnswerWriter::untimed`] gives it.
+    pub fn held(max_rows: usize, max_bytes: usize) -> AnswerWriter<'p> {
+        // A list's chunks wait here: nothing flushes them before the answer ends, which then
+        // sends its one chunk.
+        let (tx, rx) = mpsc::channel(4);
+        AnswerWriter {
+            held: Some(rx),
+            ..AnswerWriter::streamed(tx, max_rows, max_bytes)
+        }
+    }
+
+    /// The whole answer of a [`AnswerWriter::held`] writer, without its `time`: the text the
+    /// answer is compared in (`None` for a general answer, which is JSON: see
+    /// [`AnswerWriter::finish`]).
+    pub async fn untimed(mut self) -> Result<Option<Bytes>, SinkError> {
+        let mut rx = self.held.take();
+        let body = match self.finish(0, 1).await? {
+            Finished::Bytes { body, .. } => body.to_vec(),
+            Finished::Sent { .. } => {
+                let mut body = Vec::new();
+                if let Some(rx) = rx.as_mut() {
+                    while let Ok(chunk) = rx.try_recv() {
+                        match chunk {
+                            Chunk::Data(data) => body.extend_from_slice(&data),
+                            // A held answer cut at its budget is not one to share: its
+                            // subscriber is read alone, and gets the cut as its own read does.
+                            Chunk::Fail(_) | Chunk::Cut(_) => return Err(SinkError::Closed),
+                            Chunk::Statements(_) => {}
+                        }
+                    }
+                }
+                body
+            }
+            Finished::Json(_) => return Ok(None),
+        };
+        // Written with `time` 0 last: the envelope ends `,"time":0}`.
+        let untimed = body
+            .strip_suffix(b",\"time\":0}")
+            .ok_or(SinkError::Closed)?;
+        let mut text = Vec::with_capacity(untimed.len() + 1);
+        text.extend_from_slice(untimed);
+        text.push(b'}');
+        Ok(Some(Bytes::from(text)))
     }
 
     /// Ends the answer: the envelope after what was written, sent or returned. `statements`

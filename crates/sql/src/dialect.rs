@@ -2,12 +2,25 @@
 
 use apijet_core::{Engine, Value};
 use apijet_plan::query::CastType;
+use apijet_plan::read::ListKind;
 use apijet_plan::schema::{CatalogView, ColumnKind};
 
 /// The engine-specific parts of rendering. Every method writes into `out`.
 pub trait Dialect: Send + Sync {
     /// Quotes an identifier.
     fn quote(&self, ident: &str, out: &mut String);
+
+    /// Writes a table of the values of a list bound as one JSON array text (bind number
+    /// `n`): a derived table with the columns [`LIST_KEY`] (each value's position, from 0) and
+    /// [`LIST_VALUE`] (the value, of `kind`, typed as a column of `compared` where the values
+    /// are compared with one), for a multiplexed read.
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        compared: Option<ColumnKind>,
+        out: &mut String,
+    );
 
     /// Writes the placeholder for bind number `n` (1-based).
     fn placeholder(&self, n: usize, out: &mut String);
@@ -139,6 +152,26 @@ pub fn dialect_for(engine: Engine, mariadb: bool) -> Box<dyn Dialect> {
     }
 }
 
+/// The column of a list's table holding each value's position.
+pub const LIST_KEY: &str = "apijet~key";
+
+/// The column of a list's table holding each value.
+pub const LIST_VALUE: &str = "apijet~value";
+
+/// `o - 1 AS key, x AS value` over an ordinality `o` counted from 1 and a value column `x`.
+fn list_columns(d: &dyn Dialect, value_cast: &str, out: &mut String) {
+    out.push_str("(SELECT ");
+    d.quote("o", out);
+    out.push_str(" - 1 AS ");
+    d.quote(LIST_KEY, out);
+    out.push_str(", ");
+    d.quote("x", out);
+    out.push_str(value_cast);
+    out.push_str(" AS ");
+    d.quote(LIST_VALUE, out);
+    out.push_str(" FROM ");
+}
+
 fn double_quote(ident: &str, out: &mut String) {
     quote_with(ident, '"', out)
 }
@@ -169,6 +202,23 @@ fn push_number(n: usize, out: &mut String) {
 }
 
 impl Dialect for Sqlite {
+    fn listed_values(
+        &self,
+        n: usize,
+        _kind: ListKind,
+        _compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
+        // json_each types each element as JSON does, and counts from 0.
+        out.push_str("(SELECT \"key\" AS ");
+        self.quote(LIST_KEY, out);
+        out.push_str(", \"value\" AS ");
+        self.quote(LIST_VALUE, out);
+        out.push_str(" FROM json_each(");
+        self.placeholder(n, out);
+        out.push_str("))");
+    }
+
     fn engine(&self) -> Engine {
         Engine::Sqlite
     }
@@ -242,6 +292,27 @@ impl Dialect for Sqlite {
 }
 
 impl Dialect for Postgres {
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
+        // Typed as the column they are compared with, as a bound value would be inferred.
+        let cast = match (compared, kind) {
+            (Some(ColumnKind::Int), _) => "::int8",
+            (Some(ColumnKind::Float | ColumnKind::Decimal), _) => "::numeric",
+            (Some(ColumnKind::Text), _) => "",
+            (_, ListKind::Int) => "::int8",
+            (_, ListKind::Text) => "",
+        };
+        list_columns(self, cast, out);
+        out.push_str("jsonb_array_elements_text(");
+        self.placeholder(n, out);
+        out.push_str("::text::jsonb) WITH ORDINALITY AS \"apijet~list\"(\"x\", \"o\"))");
+    }
+
     fn catalog(&self, view: CatalogView, out: &mut String) {
         out.push_str(crate::catalog::postgres_source(view));
     }
@@ -351,6 +422,25 @@ impl Dialect for Postgres {
 }
 
 impl Dialect for MySql {
+    fn listed_values(
+        &self,
+        n: usize,
+        kind: ListKind,
+        _compared: Option<ColumnKind>,
+        out: &mut String,
+    ) {
+        list_columns(self, "", out);
+        out.push_str("JSON_TABLE(");
+        self.placeholder(n, out);
+        out.push_str(", '$[*]' COLUMNS (`o` FOR ORDINALITY, `x` ");
+        out.push_str(match kind {
+            ListKind::Int => "BIGINT",
+            // As long as the longest text listed (`MAX_LISTED_TEXT`): none is cut.
+            ListKind::Text => "VARCHAR(255)",
+        });
+        out.push_str(" PATH '$')) AS `apijet~list`)");
+    }
+
     fn engine(&self) -> Engine {
         Engine::MySql
     }

@@ -13,8 +13,10 @@ pub mod catalog;
 mod dialect;
 mod render;
 
-pub use dialect::{dialect_for, Dialect, MySql, Postgres, Sqlite};
-pub use render::{render, render_delete, render_insert, render_template, render_update};
+pub use dialect::{dialect_for, Dialect, MySql, Postgres, Sqlite, LIST_KEY, LIST_VALUE};
+pub use render::{
+    render, render_delete, render_insert, render_multiplexed, render_template, render_update,
+};
 
 use apijet_core::Value;
 

@@ -1,13 +1,14 @@
 //! The shared walk over a planned SELECT.
 
 use crate::calls::{write_date_add, write_match};
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, LIST_KEY, LIST_VALUE};
 use crate::Statement;
 use apijet_core::Value;
 use apijet_plan::functions::{contains_aggregate, contains_window};
 use apijet_plan::query::{
     ArithOp, Direction, Expr, Join, JoinKind, OrderItem, Pred, Quantifier, Select, Source,
 };
+use apijet_plan::read::{ListKind, MultiplexPlan, MULTIPLEX_KEY};
 use apijet_plan::schema::ColumnKind;
 use apijet_plan::template::{Bind, StatementText};
 
@@ -16,6 +17,7 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
     let mut w = Writer {
         d: dialect,
         binds: Vec::new(),
+        listed: None,
     };
     let mut sql = String::with_capacity(256);
     w.select(select, &mut sql);
@@ -31,6 +33,7 @@ pub fn render_template(dialect: &dyn Dialect, select: &Select) -> StatementText 
     let mut w = Writer {
         d: dialect,
         binds: Vec::new(),
+        listed: None,
     };
     let mut sql = String::with_capacity(256);
     w.select(select, &mut sql);
@@ -40,6 +43,40 @@ pub fn render_template(dialect: &dyn Dialect, select: &Select) -> StatementText 
     }
 }
 
+/// Renders the plan of a shape over a list of one slot's values ([`MultiplexPlan`]) for listed
+/// values of `kind`: its text, written once per shape and kind, and where each bind comes from
+/// (the list's bind is its slot: the caller binds the list there as one JSON array text).
+///
+/// `SELECT rows.key, rows.<each output> FROM (SELECT listed.key, <the shape's outputs>,
+/// ROW_NUMBER() OVER (PARTITION BY listed.key ORDER BY <its order>) AS row FROM <list> AS
+/// listed CROSS JOIN <its source> WHERE <its filter, the slot read from listed.value>) AS rows
+/// WHERE row > offset AND row <= offset + per_key ORDER BY key, row`: each key's page, in
+/// order, each row led by its key.
+pub fn render_multiplexed(
+    dialect: &dyn Dialect,
+    plan: &MultiplexPlan,
+    kind: ListKind,
+) -> StatementText {
+    let mut w = Writer {
+        d: dialect,
+        binds: Vec::new(),
+        listed: Some(plan.slot),
+    };
+    let mut sql = String::with_capacity(512);
+    w.multiplexed(plan, kind, &mut sql);
+    StatementText {
+        sql,
+        binds: w.binds,
+    }
+}
+
+/// The alias of the joined list.
+const LISTED: &str = "apijet~listed";
+/// The alias of the numbered rows.
+const ROWS: &str = "apijet~rows";
+/// The column numbering each key's rows.
+const ROW: &str = "apijet~row";
+
 mod exprs;
 mod writes;
 
@@ -48,6 +85,8 @@ pub use writes::{render_delete, render_insert, render_update};
 struct Writer<'a> {
     d: &'a dyn Dialect,
     binds: Vec<Bind>,
+    /// The slot of a multiplexed read, read from the joined list instead of bound.
+    listed: Option<usize>,
 }
 
 impl Writer<'_> {
@@ -57,6 +96,12 @@ impl Writer<'_> {
     }
 
     fn bind_slot(&mut self, slot: usize, out: &mut String) {
+        if self.listed == Some(slot) {
+            self.d.quote(LISTED, out);
+            out.push('.');
+            self.d.quote(LIST_VALUE, out);
+            return;
+        }
         self.binds.push(Bind::Slot(slot));
         self.d.placeholder(self.binds.len(), out);
     }
@@ -200,6 +245,81 @@ impl Writer<'_> {
             out.push_str(" OFFSET ");
             out.push_str(&s.offset.to_string());
         }
+    }
+
+    fn multiplexed(&mut self, plan: &MultiplexPlan, kind: ListKind, out: &mut String) {
+        let s = &plan.select;
+        out.push_str("SELECT ");
+        self.d.quote(ROWS, out);
+        out.push('.');
+        self.d.quote(MULTIPLEX_KEY, out);
+        out.push_str(" AS ");
+        self.d.quote(MULTIPLEX_KEY, out);
+        for item in &s.columns {
+            out.push_str(", ");
+            self.d.quote(ROWS, out);
+            out.push('.');
+            self.d.quote(item.alias.as_str(), out);
+            out.push_str(" AS ");
+            self.d.quote(item.alias.as_str(), out);
+        }
+        out.push_str(" FROM (SELECT ");
+        self.d.quote(LISTED, out);
+        out.push('.');
+        self.d.quote(LIST_KEY, out);
+        out.push_str(" AS ");
+        self.d.quote(MULTIPLEX_KEY, out);
+        for item in &s.columns {
+            out.push_str(", ");
+            if matches!(item.expr, Expr::Compare(..) | Expr::IsNull(_)) {
+                let mut b = String::new();
+                self.expr(&item.expr, &mut b);
+                self.d.truth_value(&b, out);
+            } else {
+                self.expr(&item.expr, out);
+            }
+            out.push_str(" AS ");
+            self.d.quote(item.alias.as_str(), out);
+        }
+        out.push_str(", ROW_NUMBER() OVER (PARTITION BY ");
+        self.d.quote(LISTED, out);
+        out.push('.');
+        self.d.quote(LIST_KEY, out);
+        self.order_by(&s.order, out);
+        out.push_str(") AS ");
+        self.d.quote(ROW, out);
+        out.push_str(" FROM ");
+        self.binds.push(Bind::Slot(plan.slot));
+        self.d
+            .listed_values(self.binds.len(), kind, plan.compared, out);
+        out.push_str(" AS ");
+        self.d.quote(LISTED, out);
+        out.push_str(" CROSS JOIN ");
+        self.source(&s.source, out);
+        out.push_str(" AS ");
+        self.d.quote(s.alias.as_str(), out);
+        if let Some(f) = s
+            .filter
+            .as_ref()
+            .filter(|f| !matches!(f, Pred::And(v) if v.is_empty()))
+        {
+            out.push_str(" WHERE ");
+            self.pred(f, out);
+        }
+        out.push_str(") AS ");
+        self.d.quote(ROWS, out);
+        out.push_str(" WHERE ");
+        self.d.quote(ROW, out);
+        out.push_str(" > ");
+        out.push_str(&plan.offset.to_string());
+        out.push_str(" AND ");
+        self.d.quote(ROW, out);
+        out.push_str(" <= ");
+        out.push_str(&plan.offset.saturating_add(plan.per_key).to_string());
+        out.push_str(" ORDER BY ");
+        self.d.quote(MULTIPLEX_KEY, out);
+        out.push_str(", ");
+        self.d.quote(ROW, out);
     }
 
     fn order_by(&mut self, order: &[OrderItem], out: &mut String) {

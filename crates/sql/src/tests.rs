@@ -190,3 +190,65 @@ fn a_total_order_ends_with_the_key_unless_it_names_it_or_cannot_have_one() {
     assert!(!order(r#"{"User":{"@order":"rand()"}}"#).0);
     assert!(!order(r#"{"User":{"@column":"name","@group":"name"}}"#).0);
 }
+
+/// The plan of `body`'s shape (an anonymous GET) over a list of `slot`'s values.
+fn multiplexed(body: &str, slot: usize) -> apijet_plan::read::MultiplexPlan {
+    let schema = schema();
+    let options = PlanOptions::default();
+    let mut req = Request::from_map(apijet_request::parse_body(body.as_bytes()).expect("json"))
+        .expect("request");
+    apijet_plan::shape::take_values(&mut req, &options.expr).expect("values");
+    let rules = RequestRules::default();
+    let ctx = Context {
+        schema: &schema,
+        rules: &rules,
+        options: &options,
+        method: Method::Get,
+        visitor: None,
+        trusted: false,
+    };
+    let plan = apijet_plan::read::ReadPlan::build(&req, &ctx).expect("a plan");
+    apijet_plan::read::MultiplexPlan::of(&plan, slot).expect("multiplexed")
+}
+
+#[test]
+fn a_multiplexed_list_joins_its_values_in_and_numbers_each_keys_rows() {
+    use apijet_plan::read::ListKind;
+    use apijet_plan::template::Bind;
+    let plan = multiplexed(
+        r#"{"User[]":{"count":2,"page":1,"User":{"name":"a","@column":"id:name,name:id","@order":"id-"}}}"#,
+        0,
+    );
+    let sqlite = crate::render_multiplexed(&Sqlite, &plan, ListKind::Text);
+    assert_eq!(
+        sqlite.sql,
+        "SELECT \"apijet~rows\".\"apijet~key\" AS \"apijet~key\", \"apijet~rows\".\"name\" AS \"name\", \
+         \"apijet~rows\".\"id\" AS \"id\" FROM (SELECT \"apijet~listed\".\"apijet~key\" AS \"apijet~key\", \
+         \"User\".\"id\" AS \"name\", \"User\".\"name\" AS \"id\", ROW_NUMBER() OVER (PARTITION BY \
+         \"apijet~listed\".\"apijet~key\" ORDER BY \"User\".\"id\" DESC) AS \"apijet~row\" FROM (SELECT \
+         \"key\" AS \"apijet~key\", \"value\" AS \"apijet~value\" FROM json_each(?1)) AS \"apijet~listed\" \
+         CROSS JOIN \"apijson_user\" AS \"User\" WHERE \"User\".\"name\" = \"apijet~listed\".\"apijet~value\") \
+         AS \"apijet~rows\" WHERE \"apijet~row\" > 2 AND \"apijet~row\" <= 4 ORDER BY \"apijet~key\", \"apijet~row\""
+    );
+    assert_eq!(
+        sqlite.binds,
+        vec![Bind::Slot(0)],
+        "the list is the one bind"
+    );
+    let pg = crate::render_multiplexed(&Postgres, &plan, ListKind::Int);
+    assert!(
+        pg.sql
+            .contains("jsonb_array_elements_text($1::text::jsonb) WITH ORDINALITY"),
+        "{}",
+        pg.sql
+    );
+    // Numbers listed for a text column are typed as the column, as a bound value would be.
+    assert!(pg.sql.contains("\"x\" AS \"apijet~value\""), "{}", pg.sql);
+    let my = crate::render_multiplexed(&MySql { mariadb: true }, &plan, ListKind::Int);
+    assert!(
+        my.sql
+            .contains("JSON_TABLE(?, '$[*]' COLUMNS (`o` FOR ORDINALITY, `x` BIGINT PATH '$'))"),
+        "{}",
+        my.sql
+    );
+}

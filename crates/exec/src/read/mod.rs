@@ -12,9 +12,11 @@
 mod arrays;
 mod batch;
 mod explain;
+mod multiplex;
 mod objects;
 mod stream;
 
+pub use multiplex::{run_multiplexed, Multiplexed};
 pub use stream::{EARLY_BYTES, HOLD_BYTES};
 
 use crate::backend::Backend;

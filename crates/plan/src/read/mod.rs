@@ -21,6 +21,7 @@ mod batch;
 mod cache;
 mod container;
 mod deps;
+mod multiplex;
 pub(crate) mod paging;
 mod print;
 mod refs;
@@ -31,6 +32,9 @@ pub use batch::{BatchKind, BatchPlan, Link};
 pub use cache::{entry_bytes, CacheBudget, PlanCache, ShapeKey};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::Dependencies;
+pub use multiplex::{
+    ListKind, MultiplexForm, MultiplexPlan, NotMultiplexed, MAX_LISTED_TEXT, MULTIPLEX_KEY,
+};
 pub use paging::{paging, Paging, QueryMode};
 pub use refs::{list_key, References};
 
@@ -91,6 +95,8 @@ pub struct ReadPlan {
     counts: Vec<String>,
     deps: Dependencies,
     shape: ShapeKey,
+    /// Its plans over a list of one slot's values, made the first time each is asked for.
+    multiplexed: std::sync::Mutex<Vec<(usize, std::sync::Arc<MultiplexPlan>)>>,
 }
 
 impl ReadPlan {
@@ -136,6 +142,7 @@ impl ReadPlan {
             has_errors: builder.has_errors,
             deps: builder.deps,
             shape: ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose),
+            multiplexed: Default::default(),
         };
         if purpose == Purpose::Answer {
             plan.mode = plan.choose_mode(req, inputs.options);
@@ -159,6 +166,21 @@ impl ReadPlan {
     /// own values.
     pub fn shape(&self) -> &ShapeKey {
         &self.shape
+    }
+
+    /// The plan of this read's shape over a list of values of `slot` ([`MultiplexPlan`]),
+    /// made once per plan and slot: its statement's text is written once for the shape.
+    pub fn multiplexed(
+        &self,
+        slot: usize,
+    ) -> Result<std::sync::Arc<MultiplexPlan>, NotMultiplexed> {
+        let mut made = self.multiplexed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, plan)) = made.iter().find(|(s, _)| *s == slot) {
+            return Ok(std::sync::Arc::clone(plan));
+        }
+        let plan = std::sync::Arc::new(MultiplexPlan::of(self, slot)?);
+        made.push((slot, std::sync::Arc::clone(&plan)));
+        Ok(plan)
     }
 
     /// The object of a [`Mode::Point`] read, with its answer key.

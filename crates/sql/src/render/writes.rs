@@ -10,6 +10,7 @@ pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
     let mut w = Writer {
         d: dialect,
         binds: Vec::new(),
+        listed: None,
     };
     let mut sql = String::with_capacity(64 + insert.rows.len() * insert.columns.len() * 4);
     sql.push_str("INSERT INTO ");
@@ -43,6 +44,7 @@ pub fn render_update(dialect: &dyn Dialect, update: &Update) -> Statement {
     let mut w = Writer {
         d: dialect,
         binds: Vec::new(),
+        listed: None,
     };
     let mut sql = String::from("UPDATE ");
     dialect.quote(update.table.as_str(), &mut sql);
@@ -95,6 +97,7 @@ pub fn render_delete(dialect: &dyn Dialect, delete: &Delete) -> Statement {
     let mut w = Writer {
         d: dialect,
         binds: Vec::new(),
+        listed: None,
     };
     let mut sql = String::from("DELETE FROM ");
     dialect.quote(delete.table.as_str(), &mut sql);

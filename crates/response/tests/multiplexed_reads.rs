@@ -1,0 +1,177 @@
+//! A multiplexed read answers each listed value exactly as the shape's own read answers the
+//! request holding that value: random rows, random lists (repeated values, values no row has,
+//! numbers and texts), random shapes (paging, orders, renamed columns, `[]` and `Table[]` lists,
+//! point lookups), on a SQLite file. The answers are compared byte for byte, as each
+//! subscriber would receive them: a row routed to another value's answer, or lost, shows.
+
+use apijet_core::Role;
+use apijet_exec::backend::{Backend, DbRole, DbUrl};
+use apijet_exec::read::{run, run_multiplexed, ReadEnv};
+use apijet_plan::read::{ListKind, ReadPlan};
+use apijet_plan::schema::{ColumnKind, SchemaCache, Table};
+use apijet_plan::shape::take_values;
+use apijet_plan::verify::RequestRules;
+use apijet_plan::{Context, PlanOptions};
+use apijet_request::Request;
+use apijet_response::answer::AnswerWriter;
+use apijet_sql::{Dialect, Sqlite};
+use proptest::prelude::*;
+use serde_json::{json, Value as Json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn schema() -> SchemaCache {
+    use ColumnKind::*;
+    let mut s = SchemaCache::new();
+    s.insert(Table::granted(
+        "Comment",
+        "Comment",
+        &[
+            ("id", Int),
+            ("userId", Int),
+            ("momentId", Int),
+            ("content", Text),
+        ],
+        &[Role::Unknown, Role::Login],
+    ));
+    s
+}
+
+/// A fresh SQLite file holding `rows` as `(userId, momentId, content)`, ids from 1.
+async fn database(rows: &[(i64, i64, String)]) -> (Backend, std::path::PathBuf) {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "apijet-multiplexed-{}-{}.db",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&path);
+    let url = DbUrl::parse(&format!("sqlite://{}", path.display())).expect("a url");
+    let backend = Backend::connect(&url, 2, 0, true, DbRole::Primary { replicated: false })
+        .await
+        .expect("a database");
+    let mut script = vec![
+        "CREATE TABLE Comment (id INTEGER PRIMARY KEY, userId INTEGER, momentId INTEGER, content TEXT)"
+            .to_string(),
+    ];
+    for (i, (user, moment, content)) in rows.iter().enumerate() {
+        script.push(format!(
+            "INSERT INTO Comment VALUES ({}, {user}, {moment}, '{}')",
+            i + 1,
+            content.replace('\'', "''")
+        ));
+    }
+    backend.execute_script(&script).await.expect("rows");
+    (backend, path)
+}
+
+/// A shape with its one value in slot 0, written with `v`.
+fn shape(form: usize, count: u64, page: u64, order: &str, v: &Json) -> Json {
+    match form {
+        0 => json!({"Comment[]": {"count": count, "page": page,
+            "Comment": {"userId": v, "@order": order, "@column": "id,momentId:userId,content"}}}),
+        1 => json!({"[]": {"count": count, "page": page,
+            "Comment": {"userId": v, "@order": order}}}),
+        2 => json!({"Comment": {"userId": v, "@order": order, "@column": "momentId:id,content"}}),
+        _ => json!({"Comment": {"id": v, "@column": "momentId:id,userId,content"}}),
+    }
+}
+
+fn plan_of(body: &Json) -> (ReadPlan, Vec<Json>) {
+    let mut req =
+        Request::from_map(body.as_object().cloned().expect("an object")).expect("a request");
+    let options = PlanOptions::default();
+    let values = take_values(&mut req, &options.expr).expect("values");
+    let schema = schema();
+    let rules = RequestRules::default();
+    let context = Context {
+        schema: &schema,
+        rules: &rules,
+        options: &options,
+        method: apijet_core::Method::Get,
+        visitor: None,
+        trusted: false,
+    };
+    (ReadPlan::build(&req, &context).expect("a plan"), values)
+}
+
+fn env<'a>(backend: &'a Backend, options: &'a PlanOptions, values: &'a [Json]) -> ReadEnv<'a> {
+    static DIALECT: Sqlite = Sqlite;
+    ReadEnv {
+        backend,
+        fallback: None,
+        dialect: &DIALECT as &dyn Dialect,
+        options,
+        visitor: None,
+        values,
+    }
+}
+
+/// What the shape's own read answers with `values`, without its `time`.
+async fn alone(plan: &ReadPlan, backend: &Backend, values: &[Json]) -> Option<Vec<u8>> {
+    let options = PlanOptions::default();
+    let mut sink = AnswerWriter::held(options.max_rows, options.max_answer_bytes);
+    run(plan, &env(backend, &options, values), &mut sink)
+        .await
+        .expect("a read");
+    sink.untimed().await.expect("an answer").map(|b| b.to_vec())
+}
+
+fn rows() -> impl Strategy<Value = Vec<(i64, i64, String)>> {
+    prop::collection::vec((1i64..7, 1i64..5, "[a-z' ]{0,6}"), 0..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn each_listed_value_gets_exactly_the_answer_of_its_own_read(
+        rows in rows(),
+        form in 0usize..4,
+        count in 1u64..4,
+        page in 0u64..3,
+        order in prop::sample::select(vec!["id+", "id-", "momentId+,id-", "content+,id+"]),
+        listed in prop::collection::vec(0i64..9, 1..10),
+        as_text in any::<bool>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let (backend, path) = database(&rows).await;
+            let value = |v: i64| if as_text { json!(v.to_string()) } else { json!(v) };
+            let (plan, values) = plan_of(&shape(form, count, page, order, &value(listed[0])));
+            let multiplexed = plan.multiplexed(0).expect("the shape multiplexes over its slot");
+            let listed: Vec<Json> = listed
+                .iter()
+                .map(|v| value(*v))
+                .filter(|v| multiplexed.accepts(std::slice::from_ref(v)).is_some())
+                .collect();
+            if listed.is_empty() {
+                return;
+            }
+            let kind = if as_text { ListKind::Text } else { ListKind::Int };
+            let options = PlanOptions::default();
+            let mut sinks: Vec<AnswerWriter<'_>> = listed
+                .iter()
+                .map(|_| AnswerWriter::held(options.max_rows, options.max_answer_bytes))
+                .collect();
+            let done = run_multiplexed(&multiplexed, &env(&backend, &options, &values), &listed, kind, &mut sinks)
+                .await
+                .expect("a multiplexed read");
+            assert!(done.refused.is_empty(), "{done:?}");
+            for (v, sink) in listed.iter().zip(sinks) {
+                let got = sink.untimed().await.expect("an answer").map(|b| b.to_vec());
+                let want = alone(&plan, &backend, std::slice::from_ref(v)).await;
+                assert_eq!(
+                    got.as_deref().map(String::from_utf8_lossy),
+                    want.as_deref().map(String::from_utf8_lossy),
+                    "value {v} of {listed:?}"
+                );
+            }
+            drop(backend);
+            let _ = std::fs::remove_file(path);
+        });
+    }
+}
