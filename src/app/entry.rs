@@ -21,7 +21,7 @@ impl AppState {
         origin: Origin,
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
-        let started = std::time::Instant::now();
+        let started = self.slow.map(|_| std::time::Instant::now());
         let method = call.method;
         // What the log shows of the request, if it turns out slow: the body as sent, or a
         // copy of the object the pipeline takes.
@@ -32,12 +32,13 @@ impl AppState {
         };
         // Not boxed: what is large in it, the read, is boxed where it runs (`Pipeline::run`).
         let answer = self.stages(call, client, origin, facts).await;
-        if let (Some(slow), Some(body)) = (self.slow.filter(|s| started.elapsed() >= *s), body) {
+        let took = started.map(|t| t.elapsed()).unwrap_or_default();
+        if let (Some(slow), Some(body)) = (self.slow.filter(|s| took >= *s), body) {
             // Its slow statements are logged with their plans where they run (exec).
             tracing::warn!(
                 target: "apijet::slow",
                 method,
-                ms = started.elapsed().as_millis() as u64,
+                ms = took.as_millis() as u64,
                 threshold_ms = slow.as_millis() as u64,
                 request = %body.text(),
                 "slow request"
@@ -55,9 +56,9 @@ impl AppState {
     ) -> Result<Answer, ApiError> {
         let pipeline = &self.pipeline;
         let prepared = pipeline.prepare(call, client, facts)?;
-        let planning = std::time::Instant::now();
+        let planning = facts.clock();
         let action = pipeline.plan(&prepared.snapshot, &prepared.asked, client, Purpose::Answer)?;
-        facts.plan = Some(planning.elapsed());
+        facts.plan = planning.map(|t| t.elapsed());
         pipeline.run(action, client, origin, facts).await
     }
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     slow: Option<Duration>,
     /// Live answers (`/subscribe`).
     pub live: Arc<Live>,
+    /// `server_timing`: the calls' stages are timed for the `Server-Timing` header.
+    pub server_timing: bool,
 }
 
 impl AppState {
@@ -53,6 +55,7 @@ impl AppState {
             sessions,
             admins: cfg.admins.clone(),
             slow: (cfg.slow_request_ms > 0).then(|| Duration::from_millis(cfg.slow_request_ms)),
+            server_timing: cfg.server_timing,
         })
     }
 

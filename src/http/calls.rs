@@ -66,7 +66,7 @@ async fn answer_call(
         query,
         body: Body::Sent(body),
     };
-    let mut facts = Facts::default();
+    let mut facts = Facts::timed(s.server_timing);
     let answer = s
         .answer(call, &client(s, headers), Origin::Call, &mut facts)
         .await;
@@ -107,7 +107,7 @@ pub async fn call_in_url(
         query: &q,
         body: Body::Sent(json.as_bytes()),
     };
-    let mut facts = Facts::default();
+    let mut facts = Facts::timed(s.server_timing);
     let answer = s
         .answer(call, &client(&s, &headers), Origin::Call, &mut facts)
         .await;
@@ -169,7 +169,7 @@ pub async fn router_call(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut facts = Facts::default();
+    let mut facts = Facts::timed(s.server_timing);
     let client = client(&s, &headers);
     let answer = match crate::templates::route(&s.pipeline, &method, &tag, &q, &body).await {
         Ok(Routed::Template(template)) => {

@@ -17,27 +17,37 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
 use tower_http::cors::CorsLayer;
 
 type Added = Arc<[(HeaderName, HeaderValue)]>;
 
-/// `inner` behind `layer`, the layer run only where the request can change what it adds.
-#[derive(Clone)]
-pub struct CorsWhenAsked<S> {
+/// `inner` behind `layer`, the layer run only where the request can change what it adds. Its
+/// parts are kept behind one `Arc`: the accept loop clones the whole stack for every request,
+/// and the layer and both ways held by value were cloned (and dropped) with it.
+pub struct CorsWhenAsked<S>(Arc<Parts<S>>);
+
+struct Parts<S> {
     full: tower_http::cors::Cors<S>,
     plain: S,
     /// What the layer adds to the answer of a request without `Origin`, in its order.
     added: Added,
 }
 
+impl<S> Clone for CorsWhenAsked<S> {
+    fn clone(&self) -> Self {
+        CorsWhenAsked(Arc::clone(&self.0))
+    }
+}
+
 impl<S: Clone> CorsWhenAsked<S> {
     pub async fn new(layer: CorsLayer, inner: S) -> CorsWhenAsked<S> {
-        CorsWhenAsked {
+        CorsWhenAsked(Arc::new(Parts {
             added: added_without_origin(&layer).await,
             full: layer.layer(inner.clone()),
             plain: inner,
-        }
+        }))
     }
 }
 
@@ -80,23 +90,21 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future =
-        Either<<tower_http::cors::Cors<S> as tower::Service<Request>>::Future, Merged<S::Future>>;
+    type Future = Either<Oneshot<tower_http::cors::Cors<S>, Request>, Merged<Oneshot<S, Request>>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        match self.plain.poll_ready(cx) {
-            Poll::Ready(Ok(())) => self.full.poll_ready(cx),
-            other => other,
-        }
+    /// Always ready: each call readies the clone of the way it takes (`oneshot`).
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
+        let parts = &self.0;
         if req.method() == Method::OPTIONS || req.headers().contains_key(header::ORIGIN) {
-            return Either::Left(self.full.call(req));
+            return Either::Left(parts.full.clone().oneshot(req));
         }
         Either::Right(Merged {
-            answer: self.plain.call(req),
-            added: Arc::clone(&self.added),
+            answer: parts.plain.clone().oneshot(req),
+            added: Arc::clone(&parts.added),
         })
     }
 }

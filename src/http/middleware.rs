@@ -6,13 +6,16 @@ use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
 use crate::observe::Facts;
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
@@ -137,13 +140,47 @@ impl std::fmt::Display for Known {
     }
 }
 
-/// The middleware of every route, in one layer: [`observe`] around [`json_refusals`] around
-/// [`read_body`]. One layer instead of three spares each request two boxed services.
-pub async fn around(State(edge): State<Arc<Edge>>, req: Request, next: Next) -> Response {
-    observe(&edge, req, |req| async {
-        json_refusals(read_body(&edge, req, next).await).await
-    })
-    .await
+/// The middleware of every route, in one service around them: [`observe`] around
+/// [`json_refusals`] around [`read_body`]. One hand-written service instead of
+/// `axum::middleware::from_fn`, which boxes the inner service and its future once more for
+/// every request (its `Next`), and clones the inner service twice.
+#[derive(Clone)]
+pub struct Around<S> {
+    edge: Arc<Edge>,
+    inner: S,
+}
+
+impl<S> Around<S> {
+    pub fn new(edge: Arc<Edge>, inner: S) -> Around<S> {
+        Around { edge, inner }
+    }
+}
+
+impl<S> tower::Service<Request> for Around<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        // The service made ready answers; a clone takes its place for the next request.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let edge = Arc::clone(&self.edge);
+        Box::pin(async move {
+            Ok(observe(&edge, req, |req| async {
+                json_refusals(read_body(&edge, req, inner).await).await
+            })
+            .await)
+        })
+    }
 }
 
 /// Request id, access log, metrics, slow-request log and `Server-Timing`.
@@ -255,9 +292,12 @@ fn mark_private(response: &mut Response, credentials: bool) {
 
 /// Reads the whole body within `max_body_bytes` and `body_timeout_ms`, so that handlers get
 /// bytes and a slow or oversized upload is refused with an envelope before any work.
-async fn read_body(edge: &Edge, req: Request, next: Next) -> Response {
+async fn read_body<S>(edge: &Edge, req: Request, mut inner: S) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        return next.run(req).await;
+        return answered(inner.call(req).await);
     }
     let too_big = || {
         let mut r = refusal(
@@ -341,7 +381,14 @@ async fn read_body(edge: &Edge, req: Request, next: Next) -> Response {
     let bytes = Bytes::from(bytes);
     let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
     req.extensions_mut().insert(ReadBody(bytes));
-    next.run(req).await
+    answered(inner.call(req).await)
+}
+
+fn answered(r: Result<Response, Infallible>) -> Response {
+    match r {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
 }
 
 /// The body [`read_body`] read, for [`Sent`] to take as it is (the request's body holds the

@@ -61,13 +61,11 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
     });
     // The middleware wraps the router rather than each route: a route's own layers would be
     // cloned, box by box, for every request that reaches it.
-    let inner = tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(
-            edge,
-            middleware::around,
-        ))
-        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
-        .service(routes(Arc::clone(&state), &cfg, &drain));
+    let routed = tower::Layer::layer(
+        &DefaultBodyLimit::max(cfg.max_body_bytes),
+        routes(Arc::clone(&state), &cfg, &drain),
+    );
+    let inner = middleware::Around::new(edge, routed);
     // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
     // compressed chunk by chunk, so memory stays flat.
     let compressed = CompressWhenAsked::new(inner);

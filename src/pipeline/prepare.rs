@@ -114,9 +114,9 @@ impl Pipeline {
             .ok_or_else(|| ApiError::UnknownMethod(call.method.to_string()))?;
         let mut map = match call.body {
             Body::Sent(bytes) => {
-                let started = std::time::Instant::now();
+                let started = facts.clock();
                 let map = parse_body(bytes)?;
-                facts.parse = Some(started.elapsed());
+                facts.parse = started.map(|t| t.elapsed());
                 map
             }
             Body::Object(map) => map,

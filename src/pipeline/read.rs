@@ -77,7 +77,7 @@ impl Pipeline {
                 (_, answer) => answer,
             });
         }
-        let running = std::time::Instant::now();
+        let running = facts.clock();
         let mut env = self.env(&reader, client.visitor.as_ref(), values);
         if let Some(options) = &options {
             env.options = options;
@@ -85,8 +85,8 @@ impl Pipeline {
         let opts = env.options;
         let mut sink = AnswerWriter::buffered(opts.max_rows, opts.max_answer_bytes);
         let outcome = run(&plan, &env, &mut sink).await?;
-        facts.exec = Some(running.elapsed());
-        let encoding = std::time::Instant::now();
+        facts.exec = running.map(|t| t.elapsed());
+        let encoding = facts.clock();
         let answer = match sink.finish(now_ms(), outcome.statements).await {
             Ok(Finished::Bytes { body, rows }) => Answer::Bytes {
                 body,
@@ -99,7 +99,7 @@ impl Pipeline {
             }
             Err(e) => return Err(ApiError::Internal(format!("a held answer failed: {e}"))),
         };
-        facts.encode = Some(encoding.elapsed());
+        facts.encode = encoding.map(|t| t.elapsed());
         drop(admitted);
         if let Some((answers, key, stamp)) = kept {
             match &answer {

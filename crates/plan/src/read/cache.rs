@@ -114,7 +114,9 @@ pub struct PlanCache {
 
 #[derive(Debug, Default)]
 struct Kept {
-    plans: HashMap<ShapeKey, Entry>,
+    /// Hashed with foldhash, seeded per process: SipHash over the shape was a visible part of
+    /// every lookup, and the byte budget bounds what colliding shapes can cost.
+    plans: HashMap<ShapeKey, Entry, foldhash::fast::RandomState>,
     bytes: usize,
 }
 
@@ -332,10 +334,10 @@ impl ShapeWriter {
                 self.json(value);
             }
             TableEntry::Slot { key, slot } => {
-                use std::fmt::Write;
                 self.out.push('s');
                 self.text(&key.raw);
-                let _ = write!(self.out, "{slot};");
+                self.out.push_str(itoa::Buffer::new().format(*slot));
+                self.out.push(';');
             }
             TableEntry::RefCondition { key, path } => {
                 self.out.push('r');
