@@ -40,7 +40,8 @@ fn schema() -> SchemaCache {
 /// A fresh SQLite file holding `rows` as `(userId, momentId, content)`, ids from 1.
 async fn database(rows: &[(i64, i64, String)]) -> (Backend, std::path::PathBuf) {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let path = std::env::temp_dir().join(format!(
+    // In cargo's temp folder of this build, beside the other tests' files.
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "apijet-multiplexed-{}-{}.db",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
@@ -192,7 +193,13 @@ proptest! {
                 );
             }
             drop(backend);
-            let _ = std::fs::remove_file(path);
+            // The write-ahead log and its index stay beside a file whose last connection did
+            // not close them; nothing of the test's may be left behind.
+            for suffix in ["", "-wal", "-shm"] {
+                let mut file = path.clone().into_os_string();
+                file.push(suffix);
+                let _ = std::fs::remove_file(file);
+            }
         });
     }
 }

@@ -47,8 +47,11 @@ impl Browser {
         let chromium = find(&["chromium", "chromium-browser", "google-chrome"])?;
         let driver_bin = find(&["chromedriver", "/usr/lib/chromium/chromedriver"])?;
         let port = free_port();
+        // Chromium keeps scoped folders in TMPDIR and leaves them when its session ends
+        // abruptly: they go to this test process's folder, which is removed when it ends.
         let driver = Command::new(driver_bin)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", super::scratch_dir())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -61,7 +64,7 @@ impl Browser {
             std::thread::sleep(Duration::from_millis(100));
         }
         // One profile per browser: the tests of a file run at the same time.
-        let profile = std::env::temp_dir().join(format!(
+        let profile = super::scratch_dir().join(format!(
             "apijet-console-profile-{}-{port}",
             std::process::id()
         ));
