@@ -37,8 +37,22 @@ fn schema() -> SchemaCache {
     s
 }
 
+/// A case's SQLite file, removed with its write-ahead log and index however the case ends
+/// (a case with nothing to list returns early): nothing of the test's may be left behind.
+struct ScratchFile(std::path::PathBuf);
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = self.0.clone().into_os_string();
+            file.push(suffix);
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
 /// A fresh SQLite file holding `rows` as `(userId, momentId, content)`, ids from 1.
-async fn database(rows: &[(i64, i64, String)]) -> (Backend, std::path::PathBuf) {
+async fn database(rows: &[(i64, i64, String)]) -> (Backend, ScratchFile) {
     static N: AtomicUsize = AtomicUsize::new(0);
     // In cargo's temp folder of this build, beside the other tests' files.
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
@@ -63,7 +77,7 @@ async fn database(rows: &[(i64, i64, String)]) -> (Backend, std::path::PathBuf) 
         ));
     }
     backend.execute_script(&script).await.expect("rows");
-    (backend, path)
+    (backend, ScratchFile(path))
 }
 
 /// A shape with its one value in slot 0, written with `v`.
@@ -155,7 +169,7 @@ proptest! {
             .build()
             .expect("a runtime");
         runtime.block_on(async {
-            let (backend, path) = database(&rows).await;
+            let (backend, file) = database(&rows).await;
             let value = |v: i64| if as_text { json!(v.to_string()) } else { json!(v) };
             let (plan, values) = plan_of(&shape(form, count, page, order, &value(listed[0])));
             let multiplexed = plan.multiplexed(0).expect("the shape multiplexes over its slot");
@@ -193,13 +207,7 @@ proptest! {
                 );
             }
             drop(backend);
-            // The write-ahead log and its index stay beside a file whose last connection did
-            // not close them; nothing of the test's may be left behind.
-            for suffix in ["", "-wal", "-shm"] {
-                let mut file = path.clone().into_os_string();
-                file.push(suffix);
-                let _ = std::fs::remove_file(file);
-            }
+            drop(file);
         });
     }
 }
