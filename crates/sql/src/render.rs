@@ -247,28 +247,25 @@ impl Writer<'_> {
         }
     }
 
+    /// `table.column AS alias`, each quoted.
+    fn column_as(&self, table: &str, column: &str, alias: &str, out: &mut String) {
+        self.d.quote(table, out);
+        out.push('.');
+        self.d.quote(column, out);
+        out.push_str(" AS ");
+        self.d.quote(alias, out);
+    }
+
     fn multiplexed(&mut self, plan: &MultiplexPlan, kind: ListKind, out: &mut String) {
         let s = &plan.select;
         out.push_str("SELECT ");
-        self.d.quote(ROWS, out);
-        out.push('.');
-        self.d.quote(MULTIPLEX_KEY, out);
-        out.push_str(" AS ");
-        self.d.quote(MULTIPLEX_KEY, out);
+        self.column_as(ROWS, MULTIPLEX_KEY, MULTIPLEX_KEY, out);
         for item in &s.columns {
             out.push_str(", ");
-            self.d.quote(ROWS, out);
-            out.push('.');
-            self.d.quote(item.alias.as_str(), out);
-            out.push_str(" AS ");
-            self.d.quote(item.alias.as_str(), out);
+            self.column_as(ROWS, item.alias.as_str(), item.alias.as_str(), out);
         }
         out.push_str(" FROM (SELECT ");
-        self.d.quote(LISTED, out);
-        out.push('.');
-        self.d.quote(LIST_KEY, out);
-        out.push_str(" AS ");
-        self.d.quote(MULTIPLEX_KEY, out);
+        self.column_as(LISTED, LIST_KEY, MULTIPLEX_KEY, out);
         for item in &s.columns {
             out.push_str(", ");
             if matches!(item.expr, Expr::Compare(..) | Expr::IsNull(_)) {
