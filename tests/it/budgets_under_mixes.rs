@@ -195,14 +195,14 @@ fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds
             worst_lookup < Duration::from_secs(3),
             "{engine}: a lookup took {worst_lookup:?}"
         );
-        // The first round is the warm-up: the blocking threads, their allocator heaps and the
-        // kept plans and statements reach their working set in it (SQLite's went 182 → 331 MiB
-        // from the first round to the second in one run, and stayed there). Memory the mix can
-        // grow without bound grows again in the third.
-        if let [_, second, third] = rss[..] {
+        // The allocator returns memory lazily, so resident memory swings between rounds
+        // (SQLite's: 182 → 331 MiB in one run, 313 → 192 → 288 MiB in another). Memory the mix
+        // can grow without bound passes its earlier peak in the last round.
+        if let [first, second, third] = rss[..] {
+            let peak = first.max(second);
             assert!(
-                third < second + 64 * 1024,
-                "{engine}: resident memory grew from {second} KiB to {third} KiB after its warm-up \
+                third < peak + 64 * 1024,
+                "{engine}: resident memory grew past its earlier peak {peak} KiB to {third} KiB \
                  (each round: {rss:?} KiB)"
             );
         }
