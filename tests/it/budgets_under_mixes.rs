@@ -7,8 +7,9 @@
 //! read: both stay within bounds that only budgets can keep on two shared cores.
 
 use crate::budgets::stalling_read;
-use crate::support::{code, on_every_engine, Server};
+use crate::support::{code, demo_databases, Server};
 use apijet_testkit::rng::Rng;
+use apijet_testkit::server::Launch;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::TcpStream;
@@ -106,7 +107,14 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 
 #[test]
 fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds() {
-    on_every_engine("budgets_mixes", CONFIG, |engine, server| {
+    // The allocator keeps freed pages of idle threads for a while (mimalloc's purge delay):
+    // resident memory after a quiet round then swung 208 → 566 MiB and back on SQLite, a
+    // measure of the allocator's caching, not of what the server holds. With the delay at zero
+    // it is what the server holds: twelve rounds stayed within 78–114 MiB.
+    for (engine, url) in demo_databases("budgets_mixes") {
+        let server =
+            &Server::launch(Launch::serve(&url, CONFIG).env(&[("MIMALLOC_PURGE_DELAY", "0")]))
+                .unwrap_or_else(|e| panic!("{e}"));
         let mut ada = crate::support::ada(server);
         let lookup = json!({"User": {"id": 82003}}).to_string();
         let mut look = || {
@@ -167,6 +175,9 @@ fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds
                     crate::support::truncate(&r.to_string(), 400)
                 );
             }
+            // In-flight statements end by their timeout; what the server holds after that is
+            // what the mix left behind.
+            std::thread::sleep(Duration::from_millis(2500));
             rss.extend(server.rss_kib());
             eprintln!(
                 "{engine}: round {round}: {} costly requests answered within their budgets",
@@ -195,16 +206,15 @@ fn random_mixes_of_costly_requests_leave_health_lookups_and_memory_within_bounds
             worst_lookup < Duration::from_secs(3),
             "{engine}: a lookup took {worst_lookup:?}"
         );
-        // The allocator returns memory lazily, so resident memory swings between rounds
-        // (SQLite's: 182 → 331 MiB in one run, 313 → 192 → 288 MiB in another). Memory the mix
-        // can grow without bound passes its earlier peak in the last round.
+        // What a mix leaves behind is bounded: the plans, statements and answers it caches are
+        // bounded in bytes, so a later round may not hold much more than the earlier ones.
         if let [first, second, third] = rss[..] {
             let peak = first.max(second);
             assert!(
-                third < peak + 64 * 1024,
+                third < peak + 48 * 1024,
                 "{engine}: resident memory grew past its earlier peak {peak} KiB to {third} KiB \
                  (each round: {rss:?} KiB)"
             );
         }
-    });
+    }
 }
