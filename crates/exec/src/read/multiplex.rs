@@ -297,7 +297,10 @@ async fn read_record<'p, S: AnswerSink<'p>>(
             Err(e) => return Err(e),
         };
         let mut mains = mains.into_iter().zip(owners).enumerate().peekable();
-        for (k, _) in (first..next).zip(&refused[first..next]).filter(|(_, r)| !**r) {
+        for (k, _) in (first..next)
+            .zip(&refused[first..next])
+            .filter(|(_, r)| !**r)
+        {
             let mut out = Map::new();
             if let Some((i, (main, _))) = mains.next_if(|(_, (_, owner))| *owner == k) {
                 out.insert(key.to_string(), Json::Object(main));
