@@ -243,7 +243,8 @@ async fn main_rows<'e>(
 
 /// A record view for every listed value: each key's first object by the multiplexed
 /// statement (its row, within its share of the answer's budget); then each later member read
-/// for the first objects of up to [`ITEMS_AT_ONCE`] keys at once, one statement per member
+/// for the first objects of up to [`ITEMS_AT_ONCE`] keys at once (fewer when that many would
+/// pass one answer's `max_rows`), one statement per member
 /// (as a nested list's members are read for its items, `batch`); then each key's answer
 /// assembled as the shape's own read assembles it: the first object, the later members in
 /// request order, the custom root keys. A key whose first object has no row answers nothing
@@ -262,13 +263,17 @@ async fn read_record<'p, S: AnswerSink<'p>>(
     let stmt = statement(plan, env, listed, kind)?;
     let opts = env.options;
     let (mut rows, backend, mut refused) = main_rows(plan, env, &stmt, listed.len()).await?;
+    // Keys per chunk: as many as one answer's rows hold at most, so that a chunk is refused
+    // on rows only where one key's own answer may pass them.
+    let per_key = usize::try_from(record.rows_per_key).unwrap_or(usize::MAX);
+    let at_once = (opts.max_rows / per_key.max(1)).clamp(1, ITEMS_AT_ONCE);
     let mut held = 0usize;
     let mut next = 0;
     while next < rows.len() {
         let first = next;
         let (mut mains, mut owners, mut bytes) = (Vec::new(), Vec::new(), 0);
         while let Some(sink) = rows.get_mut(next) {
-            if mains.len() >= ITEMS_AT_ONCE {
+            if mains.len() >= at_once {
                 break;
             }
             // The statement keeps one row per key.

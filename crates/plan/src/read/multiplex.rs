@@ -21,7 +21,7 @@
 //! answers every key exactly as the shape's own statement answers its request. Any other
 //! shape is refused with the reason, and its requests are read one by one.
 
-use super::batch::{self, BatchPlan};
+use super::batch::{self, BatchKind, BatchPlan};
 use super::container::Builder;
 use super::{ArrayPlan, ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
 use crate::query::{Expr, OrderItem, Pred, Select};
@@ -104,6 +104,9 @@ pub enum MultiplexForm {
 pub struct RecordPlan {
     /// The members after the first object, in request order.
     pub members: Vec<RecordMember>,
+    /// At most how many rows one request's answer holds: its first object's, one per later
+    /// object, `count` per later list.
+    pub rows_per_key: u64,
 }
 
 /// A member of a record view after its first object.
@@ -181,7 +184,17 @@ impl RecordPlan {
             };
             out.push(member);
         }
-        Some(RecordPlan { members: out })
+        let rows_per_key = out.iter().fold(1u64, |n, m| match m {
+            RecordMember::Batch { plan, .. } => match plan.kind {
+                BatchKind::Object => n.saturating_add(1),
+                BatchKind::List { count, .. } => n.saturating_add(count),
+            },
+            RecordMember::Value { .. } => n,
+        });
+        Some(RecordPlan {
+            members: out,
+            rows_per_key,
+        })
     }
 }
 
