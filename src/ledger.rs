@@ -73,7 +73,7 @@ impl Kind {
 }
 
 /// Who the work is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Client {
     /// The client's key; none when the server does not know its address.
     pub key: Option<ClientKey>,
