@@ -51,13 +51,20 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         Some(id) => IdGenerator::for_instance(id)?,
         None => IdGenerator::new(),
     };
-    let answers = answer_cache(cfg, &backend, &metrics);
+    let reach = super::feed::reach(
+        &backend,
+        &snapshot.schema,
+        Duration::from_millis(cfg.change_poll_ms),
+    )
+    .await;
+    let answers = answer_cache(cfg, reach, &metrics);
     let changes = super::changes::Changes::default();
     if answers.is_some() {
         changes.follow();
     }
     Ok(Pipeline {
         answers,
+        reach,
         replicas,
         next_replica: AtomicUsize::new(0),
         dialect: backend.dialect(),
@@ -172,19 +179,40 @@ fn served_names(engine: Capabilities, url: &str) -> Served {
     }
 }
 
-/// The answers kept in memory (none when `answer_cache_bytes` is 0). Kept answers of an engine
-/// whose instances cannot hear each other's writes are read again after
-/// `answer_cache_ttl_ms` (default 1000 there, none where the backend has a change feed).
+/// The TTL of kept answers where other programs' writes are not heard, unless one is set.
+const UNHEARD_TTL_MS: u64 = 1000;
+
+/// The answers kept in memory (none when `answer_cache_bytes` is 0). Where the change feed's
+/// triggers are not installed, other programs' writes are not heard: kept answers are read
+/// again after `answer_cache_ttl_ms` (unset there, or 0: [`UNHEARD_TTL_MS`]). With the
+/// triggers, unset means never (only when a table they read moved).
 fn answer_cache(
     cfg: &Config,
-    backend: &Backend,
+    reach: super::feed::Reach,
     metrics: &Metrics,
 ) -> Option<Arc<super::cache::AnswerCache<super::changes::Stamp>>> {
-    let default_ttl = match backend.change_feed() {
-        Some(_) => 0,
-        None => 1000,
+    let ttl_ms = match (cfg.answer_cache_ttl_ms, reach.programs) {
+        (Some(ttl), true) => ttl,
+        (None, true) => 0,
+        (Some(ttl), false) if ttl > 0 => ttl,
+        (Some(_), false) => {
+            if cfg.answer_cache_bytes > 0 {
+                tracing::warn!(
+                    "answer_cache_ttl_ms = 0 keeps an answer until a write is heard, but the \
+                     change feed's triggers are not installed: writes by other programs{} would \
+                     never be seen. Kept answers are read again after {UNHEARD_TTL_MS} ms \
+                     instead; `apijet live-triggers --install` installs the triggers",
+                    if reach.instances {
+                        ""
+                    } else {
+                        " and other instances"
+                    }
+                );
+            }
+            UNHEARD_TTL_MS
+        }
+        (None, false) => UNHEARD_TTL_MS,
     };
-    let ttl_ms = cfg.answer_cache_ttl_ms.unwrap_or(default_ttl);
     super::cache::AnswerCache::new(
         cfg.answer_cache_bytes,
         cfg.answer_cache == crate::config::AnswerCacheSetting::On,

@@ -1,26 +1,157 @@
-//! Between the instances: what this instance's writes changed is told on the backend's change
-//! feed (`apijet_exec::feed`), and what the others (and the triggers) wrote is heard and moves
-//! the generations of [`Changes`](super::changes::Changes) as this instance's own writes do.
-//! After the feed's connection broke, every table is taken as changed: what was told meanwhile
-//! is lost. `apijet live-triggers` installs the triggers through the same capability.
+//! Between the instances: what other instances and programs wrote is heard on the backend's
+//! change feed (`apijet_exec::feed`) and moves the generations of
+//! [`Changes`](super::changes::Changes) as this instance's own writes do.
+//!
+//! - PostgreSQL: this instance tells its writes (`NOTIFY`) and listens; the triggers notify
+//!   of other programs' writes. After the listening connection broke, every table is taken
+//!   as changed: what was told meanwhile is lost.
+//! - MariaDB and SQLite: the triggers fill the change table, which this instance looks at
+//!   every `change_poll_ms` (one statement, admitted by the ledger as the server's own work,
+//!   with a timeout of its own). A look that fails takes every table as changed.
+//!
+//! Which of these this instance hears is found at start ([`Reach`]): without the triggers,
+//! the answers kept in memory expire after `answer_cache_ttl_ms` instead.
+//! `apijet live-triggers` installs the triggers through the same capability.
 
 use super::Pipeline;
-use apijet_exec::feed::{offered, Triggers};
+use apijet_exec::feed::{Looked, Seen, Triggers, CHANGE_TABLE};
 use apijet_exec::{Backend, DbRole, DbUrl};
+use apijet_plan::schema::SchemaCache;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Tells and hears until `stop`, when the backend has a change feed (at once otherwise).
-pub async fn run(pipeline: Arc<Pipeline>, mut stop: watch::Receiver<bool>) {
-    if pipeline.backend.change_feed().is_none() {
-        return;
+/// What this instance hears of writes made elsewhere, found at start.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reach {
+    /// Writes through other instances (PostgreSQL's `NOTIFY`; on MariaDB and SQLite, the
+    /// triggers on every served table).
+    pub instances: bool,
+    /// Writes by other programs: the triggers are on every served table.
+    pub programs: bool,
+    /// How often the change table is looked at; none where nothing is looked at (PostgreSQL
+    /// listens; no trigger installed).
+    pub poll: Option<Duration>,
+}
+
+/// What this instance will hear: asks the database which served tables have the feed's
+/// triggers, and says what is missing.
+pub async fn reach(backend: &Backend, schema: &SchemaCache, poll: Duration) -> Reach {
+    let feed = backend.change_feed();
+    let tables = served_tables(schema);
+    let missing = match feed.missing(&tables).await {
+        Ok(missing) => missing,
+        Err(e) => {
+            tracing::warn!("cannot tell whether the change feed's triggers are installed: {e}");
+            tables.clone()
+        }
+    };
+    let programs = missing.is_empty();
+    if !programs {
+        let some: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
+        tracing::info!(
+            "the change feed's triggers are not on {} of {} tables ({}{}): writes to them by \
+             other programs{} are not heard (`apijet live-triggers --install` installs them)",
+            missing.len(),
+            tables.len(),
+            some.join(", "),
+            if missing.len() > some.len() {
+                ", …"
+            } else {
+                ""
+            },
+            if feed.instances_tell() {
+                ""
+            } else {
+                " and other instances"
+            },
+        );
     }
-    let from = instance_name();
-    tokio::select! {
-        () = tell(&pipeline, &from) => {}
-        () = hear(&pipeline, &from) => {}
-        _ = stop.wait_for(|s| *s) => {}
+    Reach {
+        instances: feed.instances_tell() || programs,
+        programs,
+        poll: (!feed.listens() && missing.len() < tables.len())
+            .then_some(poll.max(Duration::from_millis(1))),
+    }
+}
+
+/// The SQL names of the tables the API serves (not its configuration tables), each once.
+fn served_tables(schema: &SchemaCache) -> Vec<String> {
+    let mut tables: Vec<String> = schema
+        .tables()
+        .filter(|t| !t.system && t.sql_name != CHANGE_TABLE)
+        .map(|t| t.sql_name.clone())
+        .collect();
+    tables.sort();
+    tables.dedup();
+    tables
+}
+
+/// Tells and hears until `stop`, as the backend's change feed does (at once when nothing is
+/// heard).
+pub async fn run(pipeline: Arc<Pipeline>, mut stop: watch::Receiver<bool>) {
+    let feed = pipeline.backend.change_feed();
+    if feed.listens() {
+        let from = instance_name();
+        tokio::select! {
+            () = tell(&pipeline, &from) => {}
+            () = hear(&pipeline, &from) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    } else if let Some(every) = pipeline.reach.poll {
+        tokio::select! {
+            () = look(&pipeline, every) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    }
+}
+
+/// The server's own work, for the ledger.
+const SERVER: crate::ledger::Client = crate::ledger::Client {
+    key: None,
+    logged_in: true,
+};
+
+/// Looks at the change table every `every`, and moves the generations of what moved.
+async fn look(pipeline: &Pipeline, every: Duration) {
+    let feed = pipeline.backend.change_feed();
+    let mut seen = Seen::default();
+    let mut failing = false;
+    // A look slower than this is stopped: it would hold a connection while the next is due.
+    let timeout = (every * 4).max(Duration::from_secs(1));
+    loop {
+        let looked = match pipeline.ledger.admit(SERVER, crate::ledger::Kind::Server) {
+            Ok(_admitted) => {
+                let watch =
+                    apijet_exec::cancel::Watch::default().with_timeout(timeout, "change_poll_ms");
+                apijet_exec::cancel::watched(watch, feed.look(&mut seen))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Err(refused) => Err(refused.message),
+        };
+        match looked {
+            Ok(Looked::Tables(tables)) => {
+                failing = false;
+                pipeline.changes.heard(tables.iter().map(String::as_str));
+            }
+            Ok(Looked::Everything) => {
+                failing = false;
+                pipeline.changes.everything();
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(
+                        "cannot look at {CHANGE_TABLE} for other writers' writes: {e}; every \
+                         kept answer is read again until it can"
+                    );
+                }
+                failing = true;
+                // What was written meanwhile is unknown until the next look.
+                pipeline.changes.everything();
+            }
+        }
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -36,9 +167,7 @@ fn instance_name() -> String {
 /// Sends what this instance wrote, coalesced: writes that commit while one notification is on
 /// its way go together in the next.
 async fn tell(pipeline: &Pipeline, from: &str) {
-    let Some(feed) = pipeline.backend.change_feed() else {
-        return;
-    };
+    let feed = pipeline.backend.change_feed();
     let changes = &pipeline.changes;
     let mut seen = changes.follow();
     loop {
@@ -58,9 +187,7 @@ async fn tell(pipeline: &Pipeline, from: &str) {
 /// Listens, and moves the generations of what the others wrote; listens again after a
 /// failure.
 async fn hear(pipeline: &Pipeline, from: &str) {
-    let Some(feed) = pipeline.backend.change_feed() else {
-        return;
-    };
+    let feed = pipeline.backend.change_feed();
     let mut wait = Duration::from_millis(250);
     loop {
         match feed.hear().await {
@@ -90,35 +217,23 @@ pub enum TriggerAction {
     Print,
     /// Run it.
     Install,
-    /// Drop the triggers and their function.
+    /// Drop the triggers and what they fill or call.
     Remove,
 }
 
 /// `apijet live-triggers`: the triggers on every table of the API (not the configuration
-/// tables), printed, installed or removed.
+/// tables), printed, installed or removed; on MariaDB and SQLite with the change table they
+/// fill.
 pub async fn live_triggers(db: &str, action: TriggerAction) -> Result<(), String> {
     let url = DbUrl::parse(db).map_err(|e| e.to_string())?;
-    if !offered(&url) {
-        return Err(
-            "live-triggers is for PostgreSQL: on MariaDB and SQLite live answers look again \
-             every live_poll_ms instead"
-                .into(),
-        );
-    }
     let backend = Backend::connect(&url, 1, 0, false, DbRole::Primary { replicated: false })
         .await
         .map_err(|e| e.to_string())?;
-    let feed = backend
-        .change_feed()
-        .ok_or("this database offers no change feed")?;
+    let feed = backend.change_feed();
     let schema = apijet_exec::load_schema(&backend)
         .await
         .map_err(|e| e.to_string())?;
-    let tables: Vec<String> = schema
-        .tables()
-        .filter(|t| !t.system)
-        .map(|t| t.sql_name.clone())
-        .collect();
+    let tables = served_tables(&schema);
     let triggers = match action {
         TriggerAction::Print | TriggerAction::Install => Triggers::Install,
         TriggerAction::Remove => Triggers::Remove,

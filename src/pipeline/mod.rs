@@ -62,6 +62,8 @@ pub struct Pipeline {
     /// Answers kept in memory while what they read does not move (none: `answer_cache_bytes`
     /// is 0).
     pub answers: Option<Arc<cache::AnswerCache<changes::Stamp>>>,
+    /// What this instance hears of other instances' and programs' writes (found at start).
+    pub reach: feed::Reach,
 }
 
 impl Pipeline {

@@ -43,11 +43,10 @@ impl Pipeline {
         } = read;
         facts.cache = Some(CacheOutcome::Miss.as_str());
         let kept = match &self.answers {
-            // Budgets of its own answer differently; a refetch on an engine whose instances
-            // cannot hear each other's writes is what finds other programs' writes.
+            // Budgets of its own answer differently; a refetch where other programs' writes
+            // are not heard (no triggers) is what finds them.
             Some(answers)
-                if options.is_none()
-                    && (origin != Origin::Refetch || self.backend.change_feed().is_some()) =>
+                if options.is_none() && (origin != Origin::Refetch || self.reach.programs) =>
             {
                 answers.wanted(&plan, values).map(|parts| {
                     let key = Key::of(&plan, values, client.visitor.as_ref(), parts);
