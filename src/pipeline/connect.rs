@@ -217,6 +217,11 @@ fn answer_cache(
         cfg.answer_cache_bytes,
         cfg.answer_cache == crate::config::AnswerCacheSetting::On,
         (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)),
+        // A reader waits for another's read of its key no longer than that read may run.
+        match cfg.statement_timeout_ms {
+            0 => Duration::from_secs(30),
+            ms => Duration::from_millis(ms),
+        },
         Arc::clone(&metrics.answer_cache),
     )
     .map(Arc::new)

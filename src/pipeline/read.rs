@@ -2,7 +2,7 @@
 //! primary), into the writer of the answer's form; a streamed list from a task of its own.
 
 use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
-use super::cache::{CacheOutcome, Key};
+use super::cache::{CacheOutcome, Key, Lookup};
 use super::plan::ReadAction;
 use super::prepare::Client;
 use super::run::Origin;
@@ -55,12 +55,18 @@ impl Pipeline {
             }
             _ => None,
         };
+        // The first reader of a key that missed leads its read: the others that miss it
+        // meanwhile wait for its answer to be kept (their admission held, as for any read).
+        let mut leading = None;
         if let Some((answers, key, _)) = &kept {
             let deps = plan.dependencies();
             let moved = |at| self.changes.moved_since(at, |t| deps.depends_on(t));
-            if let Some(answer) = answers.get(key, moved) {
-                facts.cache = Some(CacheOutcome::Hit.as_str());
-                return Ok(answer);
+            match answers.lookup(key, moved).await {
+                Lookup::Hit(answer) => {
+                    facts.cache = Some(CacheOutcome::Hit.as_str());
+                    return Ok(answer);
+                }
+                Lookup::Miss(lead) => leading = lead,
             }
         }
         let reader = if primary {
@@ -72,7 +78,9 @@ impl Pipeline {
             let visitor = client.visitor.clone();
             let answer = self.stream(plan, values.to_vec(), reader, visitor, admitted);
             return Ok(match (kept, answer) {
-                (Some((answers, key, stamp)), Answer::Stream(rx)) => answers.tee(key, stamp, rx),
+                (Some((answers, key, stamp)), Answer::Stream(rx)) => {
+                    answers.tee(key, stamp, rx, leading)
+                }
                 (_, answer) => answer,
             });
         }
@@ -107,6 +115,7 @@ impl Pipeline {
                 _ => {}
             }
         }
+        drop(leading);
         Ok(answer)
     }
 

@@ -157,6 +157,68 @@ fn volatile_and_explained_reads_are_never_kept() {
     assert_eq!(read(&mut c, body).1, "hit", "{body}");
 }
 
+#[test]
+fn concurrent_identical_reads_after_a_write_cost_the_statements_of_one_read_on_every_engine() {
+    const READERS: usize = 8;
+    // The readers are anonymous clients of one address: all of them may read at once.
+    let config = format!(
+        "{ON}{METRICS}answer_cache_ttl_ms = 600000\nanonymous_reads_per_address = {READERS}\n"
+    );
+    on_every_engine("cache_single_flight", &config, |engine, s| {
+        let whole = format!(
+            r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}},"User":{{"id@":"Moment/userId","@column":"id,name"}}}}"#
+        );
+        let statements = |r: &crate::support::Reply| -> u64 {
+            r.header("x-apijet-statements")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{engine}: no statement count"))
+        };
+        let one = statements(&s.client().post("/get", &whole).expect("an answer"));
+        assert!(one >= 1, "{engine}: a fresh read runs a statement: {one}");
+        let mut writer = ada(s);
+        let mut clients: Vec<Client> = (0..READERS).map(|_| s.client()).collect();
+        for round in 0..5 {
+            put_moment_content(&mut writer, MOMENT, &format!("single flight {round}"));
+            let start = std::sync::Barrier::new(READERS);
+            let counts: Vec<(u64, Value)> = std::thread::scope(|scope| {
+                let running: Vec<_> = clients
+                    .iter_mut()
+                    .map(|c| {
+                        let (start, whole) = (&start, &whole);
+                        scope.spawn(move || {
+                            start.wait();
+                            let r = c.post("/get", whole).expect("an answer");
+                            (statements(&r), content(r.json().expect("JSON")))
+                        })
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|t| t.join().expect("a reader"))
+                    .collect()
+            });
+            let total: u64 = counts.iter().map(|c| c.0).sum();
+            assert_eq!(
+                total, one,
+                "{engine}, round {round}: {READERS} identical reads after a write ran {total} \
+                 statements, one read runs {one}"
+            );
+            for (_, v) in &counts {
+                assert_eq!(
+                    v["Moment"]["content"],
+                    format!("single flight {round}"),
+                    "{engine}: {v}"
+                );
+            }
+        }
+        assert!(
+            metric(s, "apijet_answer_cache_waited_total") > 0,
+            "{engine}: no reader ever waited for another: the test saw no concurrent miss"
+        );
+        put_moment_content(&mut writer, MOMENT, CONTENT);
+    });
+}
+
 /// The visitors of the property test: anonymous, and three logins with different contacts.
 const VISITORS: [Option<i64>; 4] = [None, Some(82001), Some(82002), Some(82003)];
 
