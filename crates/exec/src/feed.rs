@@ -402,7 +402,95 @@ fn heard(payload: &str) -> Option<Heard> {
 
 #[cfg(test)]
 mod tests {
-    use super::{heard, payloads, Heard};
+    use super::{heard, payloads, trigger_name, Heard, Looked, Seen, Triggers};
+    use crate::backend::{Backend, DbRole, DbUrl};
+
+    #[test]
+    fn trigger_names_fit_mariadb_and_differ_by_table_and_event() {
+        let long = "t".repeat(64);
+        let longer = format!("{long}u");
+        for op in ['i', 'u', 'd'] {
+            assert_eq!(
+                trigger_name(op, "Moment"),
+                format!("apijet_changes_{op}_Moment")
+            );
+            assert!(trigger_name(op, &long).len() <= 64);
+            assert_ne!(trigger_name(op, &long), trigger_name(op, &longer));
+        }
+        assert_ne!(trigger_name('i', &long), trigger_name('u', &long));
+    }
+
+    /// On a real SQLite file: the first look takes everything as moved; then exactly the
+    /// tables another connection wrote (any statement, any quote in the name), nothing
+    /// when nothing was written, and a table whose row went away; installing twice and
+    /// removing leave no trigger behind.
+    #[tokio::test]
+    async fn a_look_at_the_change_table_hears_exactly_the_tables_written_since_the_last() {
+        let dir = std::env::temp_dir().join(format!("apijet-feed-look-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("f.db");
+        let url = DbUrl::parse(&format!("sqlite://{}", path.display())).expect("url");
+        let backend = Backend::connect(&url, 2, 0, true, DbRole::Primary { replicated: false })
+            .await
+            .expect("open");
+        let tables = vec!["a".to_string(), "it's".to_string()];
+        let run = |sql: Vec<String>| {
+            let backend = &backend;
+            async move { backend.execute_script(&sql).await.expect("runs") }
+        };
+        run(vec![
+            "CREATE TABLE a (id INTEGER PRIMARY KEY)".into(),
+            "CREATE TABLE \"it's\" (id INTEGER PRIMARY KEY)".into(),
+        ])
+        .await;
+        let feed = backend.change_feed();
+        assert_eq!(feed.missing(&tables).await.expect("asks"), tables);
+        for _ in 0..2 {
+            run(feed.triggers(&tables, Triggers::Install)).await;
+        }
+        assert!(feed.missing(&tables).await.expect("asks").is_empty());
+        let mut seen = Seen::default();
+        assert_eq!(
+            feed.look(&mut seen).await.expect("looks"),
+            Looked::Everything
+        );
+        assert_eq!(
+            feed.look(&mut seen).await.expect("looks"),
+            Looked::Tables(vec![])
+        );
+        let other = rusqlite::Connection::open(&path).expect("another program");
+        other
+            .execute_batch("INSERT INTO \"it's\" VALUES (1); UPDATE \"it's\" SET id = 2")
+            .expect("writes");
+        assert_eq!(
+            feed.look(&mut seen).await.expect("looks"),
+            Looked::Tables(vec!["it's".into()])
+        );
+        other
+            .execute_batch("DELETE FROM \"it's\"; INSERT INTO a VALUES (1)")
+            .expect("writes");
+        assert_eq!(
+            feed.look(&mut seen).await.expect("looks"),
+            Looked::Tables(vec!["a".into(), "it's".into()])
+        );
+        other
+            .execute_batch("DELETE FROM apijet_changes WHERE table_name = 'a'")
+            .expect("writes");
+        assert_eq!(
+            feed.look(&mut seen).await.expect("looks"),
+            Looked::Tables(vec!["a".into()])
+        );
+        run(feed.triggers(&tables, Triggers::Remove)).await;
+        assert_eq!(feed.missing(&tables).await.expect("asks"), tables);
+        assert!(
+            feed.look(&mut seen).await.is_err(),
+            "the change table is gone"
+        );
+        drop(other);
+        drop(backend);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn payloads_stay_within_postgresql_limit_and_are_heard_as_told() {
