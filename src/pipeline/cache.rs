@@ -261,6 +261,13 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
                 match flights.get(key) {
                     Some(flight) => Arc::clone(flight),
                     None => {
+                        // A read that ended between the look above and this lock kept its
+                        // answer before it let go of its flight: look once more.
+                        if let Some(answer) = self.found(key, &moved) {
+                            drop(flights);
+                            self.counters.hits.fetch_add(1, Relaxed);
+                            return Lookup::Hit(answer);
+                        }
                         let flight = Arc::new(Flight(watch::Sender::new(false)));
                         flights.insert(key.clone(), Arc::clone(&flight));
                         drop(flights);
