@@ -7,7 +7,8 @@
 //!   as changed: what was told meanwhile is lost.
 //! - MariaDB and SQLite: the triggers fill the change table, which this instance looks at
 //!   every `change_poll_ms` (one statement, admitted by the ledger as the server's own work,
-//!   with a timeout of its own). A look that fails takes every table as changed.
+//!   with a timeout of its own). A look that fails, and each `change_poll_ms` a look is late,
+//!   take every table as changed: no kept answer outlives one poll unheard.
 //!
 //! Which of these this instance hears is found at start ([`Reach`]): without the triggers,
 //! the answers kept in memory expire after `answer_cache_ttl_ms` instead.
@@ -124,9 +125,16 @@ async fn look(pipeline: &Pipeline, every: Duration) {
             Ok(_admitted) => {
                 let watch =
                     apijet_exec::cancel::Watch::default().with_timeout(timeout, "change_poll_ms");
-                apijet_exec::cancel::watched(watch, feed.look(&mut seen))
-                    .await
-                    .map_err(|e| e.to_string())
+                let look = apijet_exec::cancel::watched(watch, feed.look(&mut seen));
+                tokio::pin!(look);
+                // While a look is slower than the poll, what was written meanwhile is unknown:
+                // no kept answer outlives one poll.
+                loop {
+                    match tokio::time::timeout(every, &mut look).await {
+                        Ok(looked) => break looked.map_err(|e| e.to_string()),
+                        Err(_) => pipeline.changes.everything(),
+                    }
+                }
             }
             Err(refused) => Err(refused.message),
         };
