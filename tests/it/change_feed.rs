@@ -3,10 +3,11 @@
 //! and row triggers that move a table's generation there, which every instance looks at every
 //! `change_poll_ms`. Installing is idempotent and removing leaves nothing; with the triggers,
 //! a kept answer (with a TTL far longer than the test) sees writes through another instance
-//! and by another program (plain SQL) within the poll's bound on every engine.
+//! and by another program (plain SQL) within the poll's bound on every engine; without them,
+//! `answer_cache_ttl_ms = 0` is refused with a warning and bounded by the fallback TTL.
 
 use crate::answer_cache::{check_stale_reads, metric, METRICS, MOMENT, ON};
-use crate::support::{ada, demo_databases, put_moment_content, Engine, Server};
+use crate::support::{ada, code, demo_databases, put_moment_content, Engine, Server};
 use std::process::Command;
 use std::time::Duration;
 
@@ -61,6 +62,19 @@ fn plain_sql(engine: Engine, url: &str, sql: &str) -> String {
                 .to_string()
         }
     }
+}
+
+/// Sets Ada's moment's content by plain SQL, as another program would.
+fn program_writes(engine: Engine, url: &str, content: &str) {
+    let table = match engine {
+        Engine::Postgres => "\"Moment\"",
+        _ => "Moment",
+    };
+    plain_sql(
+        engine,
+        url,
+        &format!("UPDATE {table} SET content = '{content}' WHERE id = {MOMENT}"),
+    );
 }
 
 /// How many of the feed's triggers the database has.
@@ -171,18 +185,7 @@ fn with_the_triggers_kept_answers_see_other_instances_and_programs_writes_within
             let content = format!("stale check {n}");
             match n % 3 {
                 0 => {
-                    plain_sql(
-                        engine,
-                        &url,
-                        &format!(
-                            "UPDATE {} SET content = '{content}' WHERE id = {MOMENT}",
-                            if engine == Engine::Postgres {
-                                "\"Moment\""
-                            } else {
-                                "Moment"
-                            }
-                        ),
-                    );
+                    program_writes(engine, &url, &content);
                     None
                 }
                 i => {
@@ -197,5 +200,36 @@ fn with_the_triggers_kept_answers_see_other_instances_and_programs_writes_within
             .map(|s| metric(s, "apijet_answer_cache_invalidations_total"))
             .sum();
         assert!(invalidated > 0, "{engine}: kept answers were found dead");
+    }
+}
+
+#[test]
+fn without_the_triggers_a_ttl_of_zero_is_bounded_with_a_warning_on_every_engine() {
+    for (engine, url) in demo_databases("feed_untriggered") {
+        let s = Server::start(&url, &format!("{ON}answer_cache_ttl_ms = 0\n"));
+        let said = s.output_tail(16 << 10);
+        assert!(
+            said.contains("answer_cache_ttl_ms = 0") && said.contains("live-triggers --install"),
+            "{engine}: no warning: {said}"
+        );
+        let point = format!(r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}}}}"#);
+        let mut c = s.client();
+        let mut read = || {
+            let r = c.post("/get", &point).expect("an answer");
+            let cache = r.header("x-apijet-cache").unwrap_or("none").to_string();
+            let v = r.json().expect("JSON");
+            assert_eq!(code(&v), 200, "{engine}: {v}");
+            (v["Moment"]["content"].clone(), cache)
+        };
+        read();
+        assert_eq!(read().1, "hit", "{engine}: kept");
+        program_writes(engine, &url, "written by another program");
+        // The fallback TTL (1000 ms) and a read's time on a loaded machine.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(
+            read().0,
+            "written by another program",
+            "{engine}: another program's write is seen within the fallback TTL"
+        );
     }
 }
