@@ -25,6 +25,7 @@ use apijet_response::stream::Chunk;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value as Json;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ use tokio::sync::{mpsc, watch};
 /// The bytes of a successful envelope up to `time`'s value: a kept body is cut there, and a
 /// hit gets the time of its own answer.
 const UNTIL_TIME: &[u8] = b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
+
+/// The TTL of kept answers where other programs' writes are not heard, unless one is set.
+pub const UNHEARD_TTL_MS: u64 = 1000;
 
 /// What an entry costs beyond its bytes (the key, the entry, the store's slot).
 const ENTRY_OVERHEAD: usize = 160;
@@ -155,8 +159,11 @@ pub struct AnswerCache<S> {
     every_read: bool,
     /// Most bytes of one entry.
     entry_limit: usize,
-    /// Most time an entry is given without looking again (none: until a write moves it).
-    ttl: Option<Duration>,
+    /// `answer_cache_ttl_ms` as set.
+    ttl_setting: Option<u64>,
+    /// Most milliseconds an entry is given without looking again (0: until a write moves
+    /// it), from the setting and what is heard ([`AnswerCache::heard_by`]).
+    ttl_ms: AtomicU64,
     counters: Arc<CacheCounters>,
     /// The keys being read after a miss, each by its first reader.
     flights: Mutex<HashMap<Key, Arc<Flight>>>,
@@ -206,7 +213,7 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
     pub fn new(
         bytes: usize,
         every_read: bool,
-        ttl: Option<Duration>,
+        ttl_setting: Option<u64>,
         max_wait: Duration,
         counters: Arc<CacheCounters>,
     ) -> Option<AnswerCache<S>> {
@@ -229,11 +236,41 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
             store,
             every_read,
             entry_limit,
-            ttl,
+            ttl_setting,
+            ttl_ms: AtomicU64::new(UNHEARD_TTL_MS),
             counters,
             flights: Mutex::default(),
             max_wait,
         })
+    }
+
+    /// How long entries are given, now that other programs' writes are heard (`programs`:
+    /// the change feed's triggers are on every served table) or not (and other instances'
+    /// writes, `instances`). Unheard writes bound an entry's life: an unset
+    /// `answer_cache_ttl_ms` is then [`UNHEARD_TTL_MS`], and 0 is too, with a warning, rather
+    /// than another program's old rows kept forever.
+    pub fn heard_by(&self, programs: bool, instances: bool) {
+        let ttl = match (self.ttl_setting, programs) {
+            (Some(ttl), true) => ttl,
+            (None, true) => 0,
+            (Some(ttl), false) if ttl > 0 => ttl,
+            (Some(_), false) => {
+                tracing::warn!(
+                    "answer_cache_ttl_ms = 0 keeps an answer until a write is heard, but the \
+                     change feed's triggers are not installed: writes by other programs{} would \
+                     never be seen. Kept answers are read again after {UNHEARD_TTL_MS} ms \
+                     instead; `apijet live-triggers --install` installs the triggers",
+                    if instances {
+                        ""
+                    } else {
+                        " and other instances"
+                    }
+                );
+                UNHEARD_TTL_MS
+            }
+            (None, false) => UNHEARD_TTL_MS,
+        };
+        self.ttl_ms.store(ttl, Relaxed);
     }
 
     fn flights(&self) -> MutexGuard<'_, HashMap<Key, Arc<Flight>>> {
@@ -322,7 +359,8 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
     /// (or it is older than the TTL): then it is dropped.
     fn found(&self, key: &Key, moved: &impl Fn(S) -> bool) -> Option<Answer> {
         let entry = self.store.get(key)?;
-        let expired = self.ttl.is_some_and(|ttl| entry.at.elapsed() >= ttl);
+        let ttl = self.ttl_ms.load(Relaxed);
+        let expired = ttl > 0 && entry.at.elapsed() >= Duration::from_millis(ttl);
         if expired || moved(entry.stamp) {
             self.store.remove_if(key, |e| Arc::ptr_eq(e, &entry));
             self.counters.invalidations.fetch_add(1, Relaxed);
@@ -506,10 +544,11 @@ mod tests {
     }
 
     fn cache(bytes: usize, ttl: Option<Duration>) -> Arc<AnswerCache<u64>> {
-        Arc::new(
-            AnswerCache::new(bytes, true, ttl, Duration::from_secs(10), Arc::default())
-                .expect("a store"),
-        )
+        let ttl = ttl.map(|t| t.as_millis() as u64);
+        let c = AnswerCache::new(bytes, true, ttl, Duration::from_secs(10), Arc::default())
+            .expect("a store");
+        c.heard_by(true, true);
+        Arc::new(c)
     }
 
     fn body(n: usize) -> Vec<u8> {
@@ -621,5 +660,27 @@ mod tests {
             }
             assert!(c.flights().is_empty(), "no flight left behind");
         }
+    }
+
+    #[test]
+    fn unheard_writes_bound_an_entrys_life_whatever_the_setting() {
+        let ttl = |setting: Option<u64>, programs: bool| {
+            let c = AnswerCache::<u64>::new(
+                1 << 20,
+                true,
+                setting,
+                Duration::from_secs(1),
+                Arc::default(),
+            )
+            .expect("a store");
+            c.heard_by(programs, programs);
+            c.ttl_ms.load(Relaxed)
+        };
+        assert_eq!(ttl(None, true), 0, "heard: until a write");
+        assert_eq!(ttl(Some(0), true), 0);
+        assert_eq!(ttl(Some(50), true), 50, "a TTL set still bounds");
+        assert_eq!(ttl(None, false), UNHEARD_TTL_MS);
+        assert_eq!(ttl(Some(0), false), UNHEARD_TTL_MS, "never forever unheard");
+        assert_eq!(ttl(Some(5000), false), 5000);
     }
 }

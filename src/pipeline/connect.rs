@@ -64,7 +64,7 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
     }
     Ok(Pipeline {
         answers,
-        reach,
+        reach: tokio::sync::watch::Sender::new(reach),
         replicas,
         next_replica: AtomicUsize::new(0),
         dialect: backend.dialect(),
@@ -179,50 +179,24 @@ fn served_names(engine: Capabilities, url: &str) -> Served {
     }
 }
 
-/// The TTL of kept answers where other programs' writes are not heard, unless one is set.
-const UNHEARD_TTL_MS: u64 = 1000;
-
-/// The answers kept in memory (none when `answer_cache_bytes` is 0). Where the change feed's
-/// triggers are not installed, other programs' writes are not heard: kept answers are read
-/// again after `answer_cache_ttl_ms` (unset there, or 0: [`UNHEARD_TTL_MS`]). With the
-/// triggers, unset means never (only when a table they read moved).
+/// The answers kept in memory (none when `answer_cache_bytes` is 0), for as long as what
+/// `reach` says is heard allows (`AnswerCache::heard_by`).
 fn answer_cache(
     cfg: &Config,
     reach: super::feed::Reach,
     metrics: &Metrics,
 ) -> Option<Arc<super::cache::AnswerCache<super::changes::Stamp>>> {
-    let ttl_ms = match (cfg.answer_cache_ttl_ms, reach.programs) {
-        (Some(ttl), true) => ttl,
-        (None, true) => 0,
-        (Some(ttl), false) if ttl > 0 => ttl,
-        (Some(_), false) => {
-            if cfg.answer_cache_bytes > 0 {
-                tracing::warn!(
-                    "answer_cache_ttl_ms = 0 keeps an answer until a write is heard, but the \
-                     change feed's triggers are not installed: writes by other programs{} would \
-                     never be seen. Kept answers are read again after {UNHEARD_TTL_MS} ms \
-                     instead; `apijet live-triggers --install` installs the triggers",
-                    if reach.instances {
-                        ""
-                    } else {
-                        " and other instances"
-                    }
-                );
-            }
-            UNHEARD_TTL_MS
-        }
-        (None, false) => UNHEARD_TTL_MS,
-    };
-    super::cache::AnswerCache::new(
+    let answers = super::cache::AnswerCache::new(
         cfg.answer_cache_bytes,
         cfg.answer_cache == crate::config::AnswerCacheSetting::On,
-        (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)),
+        cfg.answer_cache_ttl_ms,
         // A reader waits for another's read of its key no longer than that read may run.
         match cfg.statement_timeout_ms {
             0 => Duration::from_secs(30),
             ms => Duration::from_millis(ms),
         },
         Arc::clone(&metrics.answer_cache),
-    )
-    .map(Arc::new)
+    )?;
+    answers.heard_by(reach.programs, reach.instances);
+    Some(Arc::new(answers))
 }

@@ -30,14 +30,17 @@ pub struct Reach {
     pub instances: bool,
     /// Writes by other programs: the triggers are on every served table.
     pub programs: bool,
-    /// How often the change table is looked at; none where nothing is looked at (PostgreSQL
-    /// listens; no trigger installed).
+    /// How often the change table is looked at (`change_poll_ms`); none where nothing is
+    /// looked at (PostgreSQL listens; no trigger installed).
     pub poll: Option<Duration>,
+    /// `change_poll_ms`, for the next time the triggers are looked for (a reload).
+    pub every: Duration,
 }
 
-/// What this instance will hear: asks the database which served tables have the feed's
-/// triggers, and says what is missing.
-pub async fn reach(backend: &Backend, schema: &SchemaCache, poll: Duration) -> Reach {
+/// What this instance will hear, looking every `every` where it looks: asks the database
+/// which served tables have the feed's triggers (at start and on each reload), and says what
+/// is missing.
+pub async fn reach(backend: &Backend, schema: &SchemaCache, every: Duration) -> Reach {
     let feed = backend.change_feed();
     let tables = served_tables(schema);
     let missing = match feed.missing(&tables).await {
@@ -68,11 +71,12 @@ pub async fn reach(backend: &Backend, schema: &SchemaCache, poll: Duration) -> R
             },
         );
     }
+    let every = every.max(Duration::from_millis(1));
     Reach {
         instances: feed.instances_tell() || programs,
         programs,
-        poll: (!feed.listens() && missing.len() < tables.len())
-            .then_some(poll.max(Duration::from_millis(1))),
+        poll: (!feed.listens() && missing.len() < tables.len()).then_some(every),
+        every,
     }
 }
 
@@ -99,10 +103,24 @@ pub async fn run(pipeline: Arc<Pipeline>, mut stop: watch::Receiver<bool>) {
             () = hear(&pipeline, &from) => {}
             _ = stop.wait_for(|s| *s) => {}
         }
-    } else if let Some(every) = pipeline.reach.poll {
-        tokio::select! {
-            () = look(&pipeline, every) => {}
-            _ = stop.wait_for(|s| *s) => {}
+    } else {
+        // Looks while the triggers are there, as found at start and on each reload.
+        let mut reached = pipeline.reach.subscribe();
+        // Kept across reloads: only a first look takes everything as changed.
+        let mut seen = Seen::default();
+        loop {
+            let poll = reached.borrow_and_update().poll;
+            let looking = async {
+                match poll {
+                    Some(every) => look(&pipeline, every, &mut seen).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = looking => return,
+                changed = reached.changed() => if changed.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
+            }
         }
     }
 }
@@ -114,9 +132,8 @@ const SERVER: crate::ledger::Client = crate::ledger::Client {
 };
 
 /// Looks at the change table every `every`, and moves the generations of what moved.
-async fn look(pipeline: &Pipeline, every: Duration) {
+async fn look(pipeline: &Pipeline, every: Duration, seen: &mut Seen) {
     let feed = pipeline.backend.change_feed();
-    let mut seen = Seen::default();
     let mut failing = false;
     // A look slower than this is stopped: it would hold a connection while the next is due.
     let timeout = (every * 4).max(Duration::from_secs(1));
@@ -125,7 +142,7 @@ async fn look(pipeline: &Pipeline, every: Duration) {
             Ok(_admitted) => {
                 let watch =
                     apijet_exec::cancel::Watch::default().with_timeout(timeout, "change_poll_ms");
-                let look = apijet_exec::cancel::watched(watch, feed.look(&mut seen));
+                let look = apijet_exec::cancel::watched(watch, feed.look(seen));
                 tokio::pin!(look);
                 // While a look is slower than the poll, what was written meanwhile is unknown:
                 // no kept answer outlives one poll.

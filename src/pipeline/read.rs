@@ -46,7 +46,8 @@ impl Pipeline {
             // Budgets of its own answer differently; a refetch where other programs' writes
             // are not heard (no triggers) is what finds them.
             Some(answers)
-                if options.is_none() && (origin != Origin::Refetch || self.reach.programs) =>
+                if options.is_none()
+                    && (origin != Origin::Refetch || self.reach.borrow().programs) =>
             {
                 answers.wanted(&plan, values).map(|parts| {
                     let key = Key::of(&plan, values, client.visitor.as_ref(), parts);

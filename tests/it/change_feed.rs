@@ -4,7 +4,8 @@
 //! `change_poll_ms`. Installing is idempotent and removing leaves nothing; with the triggers,
 //! a kept answer (with a TTL far longer than the test) sees writes through another instance
 //! and by another program (plain SQL) within the poll's bound on every engine; without them,
-//! `answer_cache_ttl_ms = 0` is refused with a warning and bounded by the fallback TTL.
+//! `answer_cache_ttl_ms = 0` is refused with a warning and bounded by the fallback TTL; and
+//! triggers installed while an instance serves are found by its next reload.
 
 use crate::answer_cache::{check_stale_reads, metric, METRICS, MOMENT, ON};
 use crate::support::{ada, code, demo_databases, put_moment_content, Engine, Server};
@@ -230,6 +231,38 @@ fn without_the_triggers_a_ttl_of_zero_is_bounded_with_a_warning_on_every_engine(
             read().0,
             "written by another program",
             "{engine}: another program's write is seen within the fallback TTL"
+        );
+    }
+}
+
+#[test]
+fn triggers_installed_while_serving_are_heard_after_a_reload_on_every_engine() {
+    for (engine, url) in demo_databases("feed_reload") {
+        let s = Server::start(
+            &url,
+            &format!("{ON}admins = [82001]\nchange_poll_ms = {POLL_MS}\n"),
+        );
+        live_triggers(&url, &["--install"]);
+        let r = crate::support::post(&mut ada(&s), "/reload", &serde_json::json!({}));
+        assert_eq!(code(&r), 200, "{engine}: {r}");
+        // The first look takes everything as changed (what was written before it is unknown).
+        std::thread::sleep(Duration::from_millis(3 * POLL_MS));
+        let point = format!(r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}}}}"#);
+        let mut c = s.client();
+        let mut read = || {
+            let r = c.post("/get", &point).expect("an answer");
+            let cache = r.header("x-apijet-cache").unwrap_or("none").to_string();
+            (r.json().expect("JSON")["Moment"]["content"].clone(), cache)
+        };
+        read();
+        assert_eq!(read().1, "hit", "{engine}: kept");
+        program_writes(engine, &url, "written after the reload");
+        // Within a poll and a look, well before the 1000 ms an unheard write would take.
+        std::thread::sleep(Duration::from_millis(POLL_MS + 500));
+        assert_eq!(
+            read().0,
+            "written after the reload",
+            "{engine}: the triggers found by the reload tell of another program's write"
         );
     }
 }
