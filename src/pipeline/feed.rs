@@ -3,12 +3,13 @@
 //! [`Changes`](super::changes::Changes) as this instance's own writes do.
 //!
 //! - PostgreSQL: this instance tells its writes (`NOTIFY`) and listens; the triggers notify
-//!   of other programs' writes. After the listening connection broke, every table is taken
-//!   as changed: what was told meanwhile is lost.
+//!   of other programs' writes. Once listening again after its connection broke, every table
+//!   is taken as changed: what was told meanwhile is lost.
 //! - MariaDB and SQLite: the triggers fill the change table, which this instance looks at
 //!   every `change_poll_ms` (one statement, admitted by the ledger as the server's own work,
-//!   with a timeout of its own). A look that fails, and each `change_poll_ms` a look is late,
-//!   take every table as changed: no kept answer outlives one poll unheard.
+//!   with a timeout of its own). While a look fails or is later than `change_poll_ms`, and
+//!   while PostgreSQL's listening connection is down, the generations are deaf
+//!   ([`Changes::deaf`](super::changes::Changes::deaf)): no kept answer is given.
 //!
 //! Which of these this instance hears is found at start ([`Reach`]): without the triggers,
 //! the answers kept in memory expire after `answer_cache_ttl_ms` instead.
@@ -145,35 +146,40 @@ async fn look(pipeline: &Pipeline, every: Duration, seen: &mut Seen) {
                 let look = apijet_exec::cancel::watched(watch, feed.look(seen));
                 tokio::pin!(look);
                 // While a look is slower than the poll, what was written meanwhile is unknown:
-                // no kept answer outlives one poll.
-                loop {
-                    match tokio::time::timeout(every, &mut look).await {
-                        Ok(looked) => break looked.map_err(|e| e.to_string()),
-                        Err(_) => pipeline.changes.everything(),
+                // no kept answer is given past one poll unheard.
+                match tokio::time::timeout(every, &mut look).await {
+                    Ok(looked) => looked,
+                    Err(_) => {
+                        pipeline.changes.deaf(true);
+                        look.await
                     }
                 }
+                .map_err(|e| e.to_string())
             }
             Err(refused) => Err(refused.message),
         };
         match looked {
-            Ok(Looked::Tables(tables)) => {
+            Ok(looked) => {
                 failing = false;
-                pipeline.changes.heard(tables.iter().map(String::as_str));
-            }
-            Ok(Looked::Everything) => {
-                failing = false;
-                pipeline.changes.everything();
+                match looked {
+                    Looked::Tables(tables) => {
+                        pipeline.changes.heard(tables.iter().map(String::as_str))
+                    }
+                    Looked::Everything => pipeline.changes.everything(),
+                }
+                pipeline.changes.deaf(false);
             }
             Err(e) => {
                 if !failing {
                     tracing::warn!(
-                        "cannot look at {CHANGE_TABLE} for other writers' writes: {e}; every \
-                         kept answer is read again until it can"
+                        "cannot look at {CHANGE_TABLE} for other writers' writes: {e}; no kept \
+                         answer is given until it can"
                     );
                 }
                 failing = true;
-                // What was written meanwhile is unknown until the next look.
-                pipeline.changes.everything();
+                // What is written meanwhile is told by the first look that succeeds (the
+                // generations stay in the table).
+                pipeline.changes.deaf(true);
             }
         }
         tokio::time::sleep(every).await;
@@ -220,6 +226,7 @@ async fn hear(pipeline: &Pipeline, from: &str) {
                 wait = Duration::from_millis(250);
                 // Whatever was written while no one listened is unknown.
                 pipeline.changes.everything();
+                pipeline.changes.deaf(false);
                 while let Some(heard) = hearing.next().await {
                     if heard.from != from {
                         pipeline
@@ -230,6 +237,7 @@ async fn hear(pipeline: &Pipeline, from: &str) {
             }
             Err(e) => tracing::warn!("cannot listen for other instances' writes: {e}"),
         }
+        pipeline.changes.deaf(true);
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(10));
     }

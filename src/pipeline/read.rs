@@ -61,7 +61,9 @@ impl Pipeline {
         let mut leading = None;
         if let Some((answers, key, _)) = &kept {
             let deps = plan.dependencies();
-            let moved = |at| self.changes.moved_since(at, |t| deps.depends_on(t));
+            // While writes elsewhere cannot be heard, nothing kept is given.
+            let moved =
+                |at| self.changes.is_deaf() || self.changes.moved_since(at, |t| deps.depends_on(t));
             match answers.lookup(key, moved).await {
                 Lookup::Hit(answer) => {
                     facts.cache = Some(CacheOutcome::Hit.as_str());

@@ -5,7 +5,8 @@
 //! a kept answer (with a TTL far longer than the test) sees writes through another instance
 //! and by another program (plain SQL) within the poll's bound on every engine; without them,
 //! `answer_cache_ttl_ms = 0` is refused with a warning and bounded by the fallback TTL; and
-//! triggers installed while an instance serves are found by its next reload.
+//! triggers installed while an instance serves are found by its next reload; while the change
+//! table cannot be read, nothing kept is given.
 
 use crate::answer_cache::{check_stale_reads, metric, METRICS, MOMENT, ON};
 use crate::support::{ada, code, demo_databases, put_moment_content, Engine, Server};
@@ -264,5 +265,35 @@ fn triggers_installed_while_serving_are_heard_after_a_reload_on_every_engine() {
             "written after the reload",
             "{engine}: the triggers found by the reload tell of another program's write"
         );
+    }
+}
+
+#[test]
+fn while_the_change_table_cannot_be_read_no_kept_answer_is_given_on_mariadb_and_sqlite() {
+    for (engine, url) in demo_databases("feed_deaf") {
+        if engine == Engine::Postgres {
+            continue;
+        }
+        live_triggers(&url, &["--install"]);
+        let s = Server::start(&url, &format!("{ON}change_poll_ms = {POLL_MS}\n"));
+        let point = format!(r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}}}}"#);
+        let mut c = s.client();
+        let mut cache = || {
+            let r = c.post("/get", &point).expect("an answer");
+            r.header("x-apijet-cache").unwrap_or("none").to_string()
+        };
+        let pause = || std::thread::sleep(Duration::from_millis(5 * POLL_MS));
+        pause();
+        cache();
+        assert_eq!(cache(), "hit", "{engine}: kept while the feed is heard");
+        // Another program breaks the feed: what it writes now could not be heard.
+        plain_sql(engine, &url, "DROP TABLE apijet_changes");
+        pause();
+        assert_eq!(cache(), "miss", "{engine}: deaf");
+        assert_eq!(cache(), "miss", "{engine}: still deaf, nothing given");
+        live_triggers(&url, &["--install"]);
+        pause();
+        cache();
+        assert_eq!(cache(), "hit", "{engine}: heard again");
     }
 }
