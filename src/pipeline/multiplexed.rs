@@ -9,7 +9,6 @@ use super::plan::Purpose;
 use super::prepare::{Client, Shaped};
 use super::snapshot::Snapshot;
 use super::Pipeline;
-use crate::client::ClientKey;
 use crate::ledger::Kind;
 use apijet_exec::read::run_multiplexed;
 use apijet_plan::read::{Dependencies, ListKind, MultiplexPlan, ReadPlan};
@@ -17,7 +16,6 @@ use apijet_response::answer::AnswerWriter;
 use apijet_response::ApiError;
 use bytes::Bytes;
 use serde_json::Value as Json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The plan of a shape over a list of one slot's values, and what it depends on.
@@ -64,15 +62,10 @@ impl Pipeline {
     }
 
     /// Runs `planned` for the values `listed` of its slot, the other slots holding `values`, one
-    /// value per client of `clients` (their visitors are alike, or the plan would not be
-    /// shared): per listed value its answer's text without `time`, or `None` where that answer
-    /// passed its budget or its client was not admitted (it is read alone, which says why).
-    ///
-    /// The read is admitted as one refetch per client it answers, however many of that
-    /// client's subscriptions it answers: it is one read under way for each. (Counted once per
-    /// subscription, a thousand subscriptions of one address read together held a thousand of
-    /// that address's reads under way for the length of the read, and its next subscription or
-    /// GET was refused past `anonymous_reads_per_address`.)
+    /// value per client of `clients` (each admitted as a refetch of its own; their visitors
+    /// are alike, or the plan would not be shared): per listed value its answer's text
+    /// without `time`, or `None` where that answer passed its budget or its client was not
+    /// admitted (it is read alone, which says why).
     ///
     /// The answers are held at once, so together they stay within one answer's budget
     /// (`max_answer_bytes`): each within its share, a larger one read alone.
@@ -83,25 +76,25 @@ impl Pipeline {
         listed: &[(Json, &Client)],
         kind: ListKind,
     ) -> Result<Vec<Option<Bytes>>, ApiError> {
-        // Per client counted: whether it was admitted (its admission held in `admitted`).
-        let mut clients: HashMap<(Option<ClientKey>, bool), bool> = HashMap::new();
-        let mut admitted = Vec::new();
+        // One statement reads for all of them: it is one read under way per client, however
+        // many of that client's subscriptions it serves (counted once per subscriber, one
+        // address's nine subscriptions held nine of its anonymous reads, and its next first
+        // read was refused while they ran).
+        let mut admitted = std::collections::HashMap::with_capacity(listed.len());
         let mut keys = Vec::with_capacity(listed.len());
         let mut list = Vec::with_capacity(listed.len());
         for (i, (value, client)) in listed.iter().enumerate() {
             let counted = client.counted();
-            let ok = *clients
-                .entry((counted.key, counted.logged_in))
-                .or_insert_with(|| {
-                    let admission = self.ledger.admit(counted, Kind::Refetch);
-                    let ok = admission.is_ok();
-                    admitted.extend(admission.ok());
-                    ok
-                });
-            if ok {
-                keys.push(i);
-                list.push(value.clone());
+            if let std::collections::hash_map::Entry::Vacant(e) = admitted.entry(counted) {
+                match self.ledger.admit(counted, Kind::Refetch) {
+                    Ok(a) => {
+                        e.insert(a);
+                    }
+                    Err(_) => continue,
+                }
             }
+            keys.push(i);
+            list.push(value.clone());
         }
         let mut answers = vec![None; listed.len()];
         let Some(first) = listed.first() else {
@@ -111,7 +104,7 @@ impl Pipeline {
             return Ok(answers);
         }
         let mut watch = apijet_exec::cancel::current();
-        if let Some((timeout, setting)) = admitted.first().and_then(|a| a.timeout()) {
+        if let Some((timeout, setting)) = admitted.values().find_map(|a| a.timeout()) {
             watch = watch.with_timeout(timeout, setting);
         }
         let visitor = first.1.visitor.as_ref();
