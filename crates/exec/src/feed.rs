@@ -205,9 +205,12 @@ impl ChangeFeed<'_> {
                 backend,
                 match backend.engine() {
                     Engine::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'trigger'",
+                    // MariaDB builds the rows of the database its lookup key names
+                    // (EVENT_OBJECT_SCHEMA, the triggers' tables' database); by
+                    // TRIGGER_SCHEMA it reads every database on the server.
                     _ => {
                         "SELECT TRIGGER_NAME AS name FROM information_schema.TRIGGERS \
-                         WHERE TRIGGER_SCHEMA = DATABASE()"
+                         WHERE EVENT_OBJECT_SCHEMA = DATABASE()"
                     }
                 },
             ),
