@@ -65,7 +65,7 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         &DefaultBodyLimit::max(cfg.max_body_bytes),
         routes(Arc::clone(&state), &cfg, &drain),
     );
-    let inner = middleware::Around::new(edge, routed);
+    let inner = middleware::Around::new(edge, Arc::clone(&state), routed);
     // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
     // compressed chunk by chunk, so memory stays flat.
     let compressed = CompressWhenAsked::new(inner);

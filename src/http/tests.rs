@@ -303,7 +303,7 @@ async fn calls_through_the_middleware_answer_as_their_routes_do() {
         slow: None,
         server_timing: false,
     });
-    let stack = Around::new(edge, s.routes.clone());
+    let stack = Around::new(edge, Arc::clone(&s.state), s.routes.clone());
     let ada = json!({"User": {"id": 82001}}).to_string();
     let cases = [
         ("/get", ada.clone()),
