@@ -65,6 +65,13 @@ impl Kind {
         )
     }
 
+    /// Whether this work is owed to work admitted before (a subscription's refetch; the
+    /// server's own write inside a call or login that was admitted): counted, never refused,
+    /// or that work would fail halfway for a reason its client did not cause.
+    fn is_owed(self) -> bool {
+        matches!(self, Kind::Refetch | Kind::Server)
+    }
+
     /// Whether a visitor's statements of this kind stop at `anonymous_statement_timeout_ms`
     /// when it is not logged in.
     fn has_anonymous_timeout(self) -> bool {
@@ -73,7 +80,7 @@ impl Kind {
 }
 
 /// Who the work is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Client {
     /// The client's key; none when the server does not know its address.
     pub key: Option<ClientKey>,
@@ -168,10 +175,7 @@ impl Ledger {
         let b = &self.budgets;
         let anonymous_read = !client.logged_in && kind.is_read();
         let login = kind == Kind::Login;
-        // Owed to work admitted before (a subscription's refetch; the server's own write inside
-        // a call or login that was admitted): counted, not refused, or that work would fail
-        // halfway for a reason its client did not cause.
-        let owed = matches!(kind, Kind::Refetch | Kind::Server);
+        let owed = kind.is_owed();
         let mut book = self.book();
         let clients_busy = book.clients.len();
         let total = book.total;

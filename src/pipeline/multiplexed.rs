@@ -75,15 +75,25 @@ impl Pipeline {
         listed: &[(Json, &Client)],
         kind: ListKind,
     ) -> Result<Vec<Option<Bytes>>, ApiError> {
-        let mut admitted = Vec::with_capacity(listed.len());
+        // One statement reads for all of them: it is one read under way per client, however
+        // many of that client's subscriptions it serves (counted once per subscriber, one
+        // address's nine subscriptions held nine of its anonymous reads, and its next first
+        // read was refused while they ran).
+        let mut admitted = std::collections::HashMap::with_capacity(listed.len());
         let mut keys = Vec::with_capacity(listed.len());
         let mut list = Vec::with_capacity(listed.len());
         for (i, (value, client)) in listed.iter().enumerate() {
-            if let Ok(a) = self.ledger.admit(client.counted(), Kind::Refetch) {
-                admitted.push(a);
-                keys.push(i);
-                list.push(value.clone());
+            let counted = client.counted();
+            if let std::collections::hash_map::Entry::Vacant(e) = admitted.entry(counted) {
+                match self.ledger.admit(counted, Kind::Refetch) {
+                    Ok(a) => {
+                        e.insert(a);
+                    }
+                    Err(_) => continue,
+                }
             }
+            keys.push(i);
+            list.push(value.clone());
         }
         let mut answers = vec![None; listed.len()];
         let Some(first) = listed.first() else {
@@ -93,7 +103,7 @@ impl Pipeline {
             return Ok(answers);
         }
         let mut watch = apijet_exec::cancel::current();
-        if let Some((timeout, setting)) = admitted.first().and_then(|a| a.timeout()) {
+        if let Some((timeout, setting)) = admitted.values().find_map(|a| a.timeout()) {
             watch = watch.with_timeout(timeout, setting);
         }
         let visitor = first.1.visitor.as_ref();

@@ -373,3 +373,37 @@ fn a_host_list_option_the_driver_does_not_know_is_refused_naming_it() {
         .expect("an unknown target_session_attrs is refused");
     assert!(err.contains("target_session_attrs"), "{err}");
 }
+
+/// A demoted primary (read-only after a failover) refuses writes: the answer says the database
+/// cannot serve the write now and to try again (503), and nothing of the write took effect.
+/// PostgreSQL: a read-only default per database leaves the other tests' databases alone (the
+/// read-only switch of MariaDB is per server, and does not bind its root).
+#[test]
+fn a_write_to_a_read_only_primary_answers_503_and_changes_nothing() {
+    for (engine, url) in demo_databases("cluster_read_only") {
+        if engine != Engine::Postgres {
+            continue;
+        }
+        let database = url.rsplit('/').next().expect("a database name");
+        engine
+            .cli(
+                engine.admin_database(),
+                &format!("ALTER DATABASE {database} SET default_transaction_read_only = on"),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = Server::start(&url, CONFIG);
+        let mut c = ada(&s);
+        let before = post(&mut c, "/get", &json!({"Moment": {"id": 15}}));
+        assert_eq!(code(&before), 200, "{before}");
+        let r = post(
+            &mut c,
+            "/put",
+            &json!({"tag": "Moment", "Moment": {"id": 15, "content": "read-only"}}),
+        );
+        assert_eq!(code(&r), 503, "{r}");
+        let msg = r["msg"].as_str().unwrap_or_default();
+        assert!(msg.contains("try again"), "{r}");
+        let after = post(&mut c, "/get", &json!({"Moment": {"id": 15}}));
+        assert_eq!(after["Moment"], before["Moment"], "{after}");
+    }
+}

@@ -48,6 +48,10 @@ pub enum DbErrorKind {
     Syntax,
     /// The connection broke.
     Connection,
+    /// A part of the database said it cannot serve now: a shard Spider cannot reach, a
+    /// Galera node that is not synced, a server shutting down or read-only after a failover.
+    /// Nothing of the statement took effect; the same request may succeed on a retry.
+    Unavailable,
     /// Anything else.
     Other,
 }

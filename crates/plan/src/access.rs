@@ -111,6 +111,22 @@ pub(crate) fn role_filter(
     })
 }
 
+/// The column of `table` named exactly `name`, unqualified: for the statements the server
+/// writes itself over one table, where a client's spelling never reaches.
+pub(crate) fn column_of(table: &Table, name: &str) -> Result<Expr, PlanError> {
+    table
+        .column(name)
+        .map(|c| Expr::Column {
+            table: None,
+            name: Ident::new(c.name.clone()),
+            kind: c.kind,
+        })
+        .ok_or_else(|| PlanError::UnknownColumn {
+            table: table.api_name.clone(),
+            column: name.to_string(),
+        })
+}
+
 /// A server-internal query (login, contact lists): `columns` of `table` where `key = value`.
 /// Hidden columns may be named here, since the answer never reaches a client as is.
 pub fn lookup(
@@ -120,19 +136,7 @@ pub fn lookup(
     value: Value,
 ) -> Result<crate::query::Select, PlanError> {
     use crate::query::{Select, SelectItem};
-    let col = |name: &str| {
-        table
-            .column(name)
-            .map(|c| Expr::Column {
-                table: None,
-                name: Ident::new(c.name.clone()),
-                kind: c.kind,
-            })
-            .ok_or_else(|| PlanError::UnknownColumn {
-                table: table.api_name.clone(),
-                column: name.to_string(),
-            })
-    };
+    let col = |name: &str| column_of(table, name);
     let mut items = Vec::with_capacity(columns.len());
     for c in columns {
         items.push(SelectItem {

@@ -112,6 +112,7 @@ impl ApiError {
                     DbErrorKind::Timeout => 408,
                     DbErrorKind::TooLarge => 406,
                     DbErrorKind::BadPattern | DbErrorKind::Unsupported => 406,
+                    DbErrorKind::Unavailable => 503,
                     DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => 500,
                 },
                 ExecError::ClientGone => 500,
@@ -178,6 +179,11 @@ impl ApiError {
                     DbErrorKind::Unsupported => {
                         "a function or type of this request (@column, @cast, a key() call) is \
                          not available on this database"
+                    }
+                    DbErrorKind::Unavailable => {
+                        "a part of the database cannot serve this request now (a shard or node \
+                         that is down, starting, shutting down or read-only); nothing of it took \
+                         effect: try again in a moment"
                     }
                     DbErrorKind::Syntax | DbErrorKind::Connection | DbErrorKind::Other => {
                         "the database refused the statement"

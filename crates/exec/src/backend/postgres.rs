@@ -405,6 +405,9 @@ fn db_error(e: tokio_postgres::Error) -> ExecError {
         Some(c) if c.starts_with("23") => DbErrorKind::Constraint,
         Some("57014") => DbErrorKind::Timeout,
         Some(c) if c.starts_with("42") => DbErrorKind::Syntax,
+        // Class 57P: the server is shutting down or not yet accepting statements; 25006: a
+        // read-only transaction (a demoted primary after a failover).
+        Some("57P01" | "57P02" | "57P03" | "25006") => DbErrorKind::Unavailable,
         _ if e.is_closed() => DbErrorKind::Connection,
         _ => DbErrorKind::Other,
     };

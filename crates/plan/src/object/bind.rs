@@ -72,20 +72,12 @@ impl TablePlan {
         }
         // Expressions in condition values (`"len{}":"length(len)>1"`) name the columns of
         // the `@from@` derived table, as the keys do, not those of the base table.
-        let names = TableNames {
-            table: &self.table,
-            limits: self.limits,
-            subquery_columns: self.from.as_ref().map(|s| {
-                s.columns
-                    .iter()
-                    .map(|c| c.alias.as_str().to_string())
-                    .collect()
-            }),
-            qualifier: self.alias.clone(),
-            keys: HashMap::new(),
-            select_aliases: Vec::new(),
-            alias_as_expr: false,
-        };
+        let names = TableNames::of(
+            &self.table,
+            self.from.as_deref(),
+            self.alias.clone(),
+            self.limits,
+        );
         let mut forced = Vec::new();
         let mut plain = Vec::new();
         let mut by_key: HashMap<&str, Pred> = HashMap::new();

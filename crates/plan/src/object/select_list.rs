@@ -2,7 +2,7 @@
 
 use crate::expr::functions::{contains_aggregate, contains_window};
 use crate::expr::{check_length, Names, Parser};
-use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, SelectItem};
+use crate::query::{CastType, Direction, Expr, Ident, OrderItem, Pred, Select, SelectItem};
 use crate::schema::{ColumnKind, Table};
 use crate::Combine;
 use crate::{ExprLimits, PlanError};
@@ -25,7 +25,31 @@ pub(crate) struct TableNames<'a> {
     pub alias_as_expr: bool,
 }
 
-impl TableNames<'_> {
+impl<'a> TableNames<'a> {
+    /// The names of `table` (or of the derived table `from` reads) qualified with
+    /// `qualifier`, before any key or select-list alias is known.
+    pub fn of(
+        table: &'a Table,
+        from: Option<&Select>,
+        qualifier: Ident,
+        limits: ExprLimits,
+    ) -> TableNames<'a> {
+        TableNames {
+            table,
+            limits,
+            subquery_columns: from.map(|s| {
+                s.columns
+                    .iter()
+                    .map(|c| c.alias.as_str().to_string())
+                    .collect()
+            }),
+            qualifier,
+            keys: HashMap::new(),
+            select_aliases: Vec::new(),
+            alias_as_expr: false,
+        }
+    }
+
     /// A real column of the table (or subquery) as an expression.
     pub fn column(&self, name: &str) -> Option<Expr> {
         let kind = match &self.subquery_columns {

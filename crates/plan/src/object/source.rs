@@ -10,7 +10,6 @@ use crate::{access, PlanError, Scope};
 use apijet_core::Role;
 use apijet_request::{TableEntry, TableObject};
 use serde_json::Value as Json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The rows an object reads.
@@ -71,19 +70,11 @@ impl Source {
     /// The names the object's expressions resolve against: the table's columns (or the
     /// derived table's outputs), qualified with its alias.
     pub(super) fn names(&self, ctx: &Scope<'_>) -> TableNames<'_> {
-        TableNames {
-            table: &self.table,
-            limits: ctx.options.expr,
-            subquery_columns: self.from.as_ref().map(|s| {
-                s.columns
-                    .iter()
-                    .map(|c| c.alias.as_str().to_string())
-                    .collect()
-            }),
-            qualifier: self.alias.clone(),
-            keys: HashMap::new(),
-            select_aliases: Vec::new(),
-            alias_as_expr: false,
-        }
+        TableNames::of(
+            &self.table,
+            self.from.as_deref(),
+            self.alias.clone(),
+            ctx.options.expr,
+        )
     }
 }

@@ -289,19 +289,7 @@ pub fn existence_count(
     exclude_id: Option<&Json>,
 ) -> Result<crate::query::Select, PlanError> {
     use crate::query::{CmpOp, Expr, Pred, Select, SelectItem};
-    let col = |name: &str| {
-        table
-            .column(name)
-            .map(|c| Expr::Column {
-                table: None,
-                name: Ident::new(c.name.clone()),
-                kind: c.kind,
-            })
-            .ok_or_else(|| PlanError::UnknownColumn {
-                table: table.api_name.clone(),
-                column: name.to_string(),
-            })
-    };
+    let col = |name: &str| crate::access::column_of(table, name);
     let mut preds = Vec::new();
     for (name, v) in values {
         preds.push(if v.is_null() {
