@@ -112,14 +112,16 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// PostgreSQL triggers that tell live answers of writes by other programs.
+    /// Triggers that tell live and kept answers of writes by other instances and programs.
     ///
-    /// apijet's own writes reach every instance's subscriptions through NOTIFY; writes by
-    /// other programs need a trigger per table (one NOTIFY per statement, on channel
-    /// apijet_live). Prints the SQL (--print, the default), runs it (--install) or drops the
-    /// triggers (--remove). Run again after adding tables.
+    /// PostgreSQL: apijet's own writes reach every instance through NOTIFY; writes by other
+    /// programs need a trigger per table (one NOTIFY per statement, on channel apijet_live).
+    /// MariaDB and SQLite: a change table (apijet_changes) and row triggers on every table
+    /// that move its generation there, which every instance looks at (change_poll_ms).
+    /// Prints the SQL (--print, the default), runs it (--install) or drops the triggers and
+    /// the change table (--remove). Run again after adding tables; each run is idempotent.
     LiveTriggers {
-        /// postgres://USER[:PASS]@HOST[:PORT]/DB
+        /// The database URL (postgres://…, mysql://…, sqlite://FILE)
         #[arg(long)]
         db: String,
         /// Run the SQL instead of printing it.

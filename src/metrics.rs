@@ -117,6 +117,9 @@ pub struct CacheCounters {
     pub evictions: AtomicU64,
     /// Answers found dead: a table they read was written, or their time was up.
     pub invalidations: AtomicU64,
+    /// Reads that missed while another read of the same key was under way, and waited for it
+    /// instead of reading too (single flight).
+    pub waited: AtomicU64,
     /// Bytes the kept answers hold.
     pub bytes: AtomicU64,
 }
@@ -143,6 +146,11 @@ impl CacheCounters {
                 "apijet_answer_cache_invalidations_total",
                 "Kept answers found dead: a table they read was written, or their time was up.",
                 &self.invalidations,
+            ),
+            (
+                "apijet_answer_cache_waited_total",
+                "Reads that missed while the same read was under way and waited for its answer.",
+                &self.waited,
             ),
         ] {
             scalar(out, name, help, "counter", value.load(Relaxed));

@@ -93,6 +93,7 @@ pub(super) fn from_env() -> Result<Partial, String> {
         answer_cache: var("APIJET_ANSWER_CACHE")?,
         answer_cache_bytes: var("APIJET_ANSWER_CACHE_BYTES")?,
         answer_cache_ttl_ms: var("APIJET_ANSWER_CACHE_TTL_MS")?,
+        change_poll_ms: var("APIJET_CHANGE_POLL_MS")?,
         cors_origins: list("APIJET_CORS_ORIGINS"),
         admins: match std::env::var("APIJET_ADMINS") {
             Ok(v) => Some(

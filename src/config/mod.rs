@@ -154,6 +154,9 @@ pub struct Config {
     /// A kept answer is read again after this long (0: only when a table it read was
     /// written). Unset: 0 on an engine with a change feed (PostgreSQL), 1000 elsewhere.
     pub answer_cache_ttl_ms: Option<u64>,
+    /// How often the change table is looked at for other instances' and programs' writes
+    /// (MariaDB and SQLite, once `apijet live-triggers --install` made it).
+    pub change_poll_ms: u64,
 }
 
 /// Which reads' answers are kept in memory (`answer_cache`).
@@ -294,6 +297,7 @@ pub struct Partial {
     answer_cache: Option<AnswerCacheSetting>,
     answer_cache_bytes: Option<usize>,
     answer_cache_ttl_ms: Option<u64>,
+    change_poll_ms: Option<u64>,
 }
 
 /// The default database: a SQLite file in the working directory, seeded with the demo data.
@@ -370,6 +374,7 @@ impl Default for Config {
             answer_cache: AnswerCacheSetting::Off,
             answer_cache_bytes: 64 << 20,
             answer_cache_ttl_ms: None,
+            change_poll_ms: 250,
         }
     }
 }
@@ -474,7 +479,8 @@ impl Config {
             mcp,
             mcp_max_answer_bytes,
             answer_cache,
-            answer_cache_bytes
+            answer_cache_bytes,
+            change_poll_ms
         );
         if p.answer_cache_ttl_ms.is_some() {
             self.answer_cache_ttl_ms = p.answer_cache_ttl_ms;

@@ -10,8 +10,8 @@
 //!   changed once it committed (another instance's too, heard on the backend's change feed,
 //!   `crate::pipeline::feed`); a shape whose plan depends on a moved table
 //!   (`ReadPlan::dependencies`) is refetched, never more than once per `live_interval_ms`;
-//!   without a change feed, `live_poll_ms` refetches anyway (MariaDB, SQLite), and a read the
-//!   clock or chance decides, every interval.
+//!   where other programs' writes cannot be heard (no `apijet live-triggers` installed),
+//!   `live_poll_ms` refetches anyway, and a read the clock or chance decides, every interval.
 //! - [`refetch`]: the one seam that turns the subscriptions of one shape into one answer each,
 //!   through the pipeline's stages (the plan of the shape kept in the snapshot, run as a
 //!   refetch).
@@ -61,8 +61,9 @@ impl LiveSettings {
     /// The settings of `cfg` (whatever the database can do: see `live_poll_ms`).
     pub fn of(cfg: &Config, _engine: Capabilities) -> LiveSettings {
         // An idle subscription costs nothing: it is read again when a table it reads changed
-        // (this instance's writes; with a change feed, everyone's). Where other writers cannot
-        // be heard (MariaDB, SQLite), the operator who has them sets `live_poll_ms`.
+        // (this instance's writes; with the change feed's triggers installed, everyone's). Where
+        // other writers cannot be heard (no triggers), the operator who has them sets
+        // `live_poll_ms`.
         let poll_ms = cfg.live_poll_ms.unwrap_or(0);
         LiveSettings {
             enabled: cfg.live,

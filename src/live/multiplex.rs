@@ -7,8 +7,10 @@
 //! shape's statement binds, those whose other values (and visitor, when the plan holds the
 //! visitor's own values) are the same can be read over that slot; the slot that leaves the
 //! fewest reads is chosen. A subscription whose answer passes its share of the read's budget,
-//! one that wants patches (its answers are kept as JSON), a shape that is not one statement's
-//! rows, and a failed read are read alone, as their GET is.
+//! one that wants patches (its answers are kept as JSON), a shape that its first statement
+//! does not lead (see `apijet_plan::read::MultiplexPlan`: a point, a list, a nested list, or a
+//! record view whose later members refer to its first object), and a failed read are read
+//! alone, as their GET is.
 
 use super::answer::Written;
 use super::registry::Shared;

@@ -57,6 +57,9 @@ struct Generations {
 /// The generations of every table written since someone followed.
 pub struct Changes {
     followed: AtomicBool,
+    /// Writes elsewhere cannot be heard now (the change feed's connection broke, a look at the
+    /// change table failed or is late): what they change is unknown until they can be.
+    deaf: AtomicBool,
     generations: RwLock<Generations>,
     /// The clock, for the followers that wait for it to move.
     moved: watch::Sender<u64>,
@@ -66,6 +69,7 @@ impl Default for Changes {
     fn default() -> Self {
         Changes {
             followed: AtomicBool::new(false),
+            deaf: AtomicBool::new(false),
             generations: RwLock::default(),
             moved: watch::Sender::new(0),
         }
@@ -103,6 +107,19 @@ impl Changes {
             epoch: g.epoch,
             clock: g.clock,
         }
+    }
+
+    /// Writes elsewhere can (`false`) or cannot (`true`) be heard from now on. What was written
+    /// while they could not is told once they can again (the change table's generations), or
+    /// taken as everything (a notification channel).
+    pub fn deaf(&self, deaf: bool) {
+        self.deaf.store(deaf, Ordering::Relaxed);
+    }
+
+    /// Whether writes elsewhere cannot be heard now: nothing read before may be taken as
+    /// unchanged.
+    pub fn is_deaf(&self) -> bool {
+        self.deaf.load(Ordering::Relaxed)
     }
 
     /// A write of this instance committed, changing `tables` (SQL names).

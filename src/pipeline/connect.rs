@@ -51,13 +51,20 @@ pub(super) async fn start(cfg: &Config) -> Result<Pipeline, String> {
         Some(id) => IdGenerator::for_instance(id)?,
         None => IdGenerator::new(),
     };
-    let answers = answer_cache(cfg, &backend, &metrics);
+    let reach = super::feed::reach(
+        &backend,
+        &snapshot.schema,
+        Duration::from_millis(cfg.change_poll_ms),
+    )
+    .await;
+    let answers = answer_cache(cfg, reach, &metrics);
     let changes = super::changes::Changes::default();
     if answers.is_some() {
         changes.follow();
     }
     Ok(Pipeline {
         answers,
+        reach: tokio::sync::watch::Sender::new(reach),
         replicas,
         next_replica: AtomicUsize::new(0),
         dialect: backend.dialect(),
@@ -172,24 +179,24 @@ fn served_names(engine: Capabilities, url: &str) -> Served {
     }
 }
 
-/// The answers kept in memory (none when `answer_cache_bytes` is 0). Kept answers of an engine
-/// whose instances cannot hear each other's writes are read again after
-/// `answer_cache_ttl_ms` (default 1000 there, none where the backend has a change feed).
+/// The answers kept in memory (none when `answer_cache_bytes` is 0), for as long as what
+/// `reach` says is heard allows (`AnswerCache::heard_by`).
 fn answer_cache(
     cfg: &Config,
-    backend: &Backend,
+    reach: super::feed::Reach,
     metrics: &Metrics,
 ) -> Option<Arc<super::cache::AnswerCache<super::changes::Stamp>>> {
-    let default_ttl = match backend.change_feed() {
-        Some(_) => 0,
-        None => 1000,
-    };
-    let ttl_ms = cfg.answer_cache_ttl_ms.unwrap_or(default_ttl);
-    super::cache::AnswerCache::new(
+    let answers = super::cache::AnswerCache::new(
         cfg.answer_cache_bytes,
         cfg.answer_cache == crate::config::AnswerCacheSetting::On,
-        (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)),
+        cfg.answer_cache_ttl_ms,
+        // A reader waits for another's read of its key no longer than that read may run.
+        match cfg.statement_timeout_ms {
+            0 => Duration::from_secs(30),
+            ms => Duration::from_millis(ms),
+        },
         Arc::clone(&metrics.answer_cache),
-    )
-    .map(Arc::new)
+    )?;
+    answers.heard_by(reach.programs, reach.instances);
+    Some(Arc::new(answers))
 }

@@ -62,6 +62,9 @@ pub struct Pipeline {
     /// Answers kept in memory while what they read does not move (none: `answer_cache_bytes`
     /// is 0).
     pub answers: Option<Arc<cache::AnswerCache<changes::Stamp>>>,
+    /// What this instance hears of other instances' and programs' writes (found at start
+    /// and on each reload).
+    pub reach: tokio::sync::watch::Sender<feed::Reach>,
 }
 
 impl Pipeline {
@@ -108,6 +111,13 @@ impl Pipeline {
     /// Re-reads the schema and configuration tables and swaps them in; a failure keeps the old.
     pub async fn reload(&self) -> Result<(), String> {
         let fresh = load_snapshot(&self.backend, self.options.debug, self.max_batch).await?;
+        // The triggers may have been installed or removed, or tables added, since.
+        let every = self.reach.borrow().every;
+        let reach = feed::reach(&self.backend, &fresh.schema, every).await;
+        if let Some(answers) = &self.answers {
+            answers.heard_by(reach.programs, reach.instances);
+        }
+        self.reach.send_replace(reach);
         self.snapshot.store(Arc::new(fresh));
         // Access and Request rules may have changed: every followed read is read again.
         self.changes.everything();

@@ -22,7 +22,8 @@ use std::sync::Arc;
 pub struct Multiplexed {
     /// The plan.
     pub plan: Arc<MultiplexPlan>,
-    /// The plan of the shape it was made from (a nested list's items are read by it).
+    /// The plan of the shape it was made from (a nested list's items and a record view's
+    /// members are read by it).
     pub shape: Arc<ReadPlan>,
     /// The plan holds the visitor's own values: only one visitor's requests share a list.
     pub visitor_bound: bool,
@@ -44,7 +45,7 @@ impl Pipeline {
     }
 
     /// Plans `shaped`'s shape (read by `client`) over a list of values of `slot`: `None`
-    /// when its answer is not one statement's rows that the list can be joined into.
+    /// when its first statement, the one the list is joined into, does not lead its answer.
     pub fn plan_multiplexed(
         &self,
         snapshot: &Snapshot,
@@ -120,7 +121,7 @@ impl Pipeline {
         let done = apijet_exec::cancel::watched(watch, run).await?;
         for ((key, sink), &i) in sinks.into_iter().enumerate().zip(&keys) {
             if done.refused.binary_search(&key).is_err() {
-                answers[i] = sink.untimed().await.ok().flatten();
+                answers[i] = sink.untimed().await.ok();
             }
         }
         drop(admitted);

@@ -2,7 +2,7 @@
 //! primary), into the writer of the answer's form; a streamed list from a task of its own.
 
 use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
-use super::cache::{CacheOutcome, Key};
+use super::cache::{CacheOutcome, Key, Lookup};
 use super::plan::ReadAction;
 use super::prepare::Client;
 use super::run::Origin;
@@ -43,11 +43,11 @@ impl Pipeline {
         } = read;
         facts.cache = Some(CacheOutcome::Miss.as_str());
         let kept = match &self.answers {
-            // Budgets of its own answer differently; a refetch on an engine whose instances
-            // cannot hear each other's writes is what finds other programs' writes.
+            // Budgets of its own answer differently; a refetch where other programs' writes
+            // are not heard (no triggers) is what finds them.
             Some(answers)
                 if options.is_none()
-                    && (origin != Origin::Refetch || self.backend.change_feed().is_some()) =>
+                    && (origin != Origin::Refetch || self.reach.borrow().programs) =>
             {
                 answers.wanted(&plan, values).map(|parts| {
                     let key = Key::of(&plan, values, client.visitor.as_ref(), parts);
@@ -56,12 +56,20 @@ impl Pipeline {
             }
             _ => None,
         };
+        // The first reader of a key that missed leads its read: the others that miss it
+        // meanwhile wait for its answer to be kept (their admission held, as for any read).
+        let mut leading = None;
         if let Some((answers, key, _)) = &kept {
             let deps = plan.dependencies();
-            let moved = |at| self.changes.moved_since(at, |t| deps.depends_on(t));
-            if let Some(answer) = answers.get(key, moved) {
-                facts.cache = Some(CacheOutcome::Hit.as_str());
-                return Ok(answer);
+            // While writes elsewhere cannot be heard, nothing kept is given.
+            let moved =
+                |at| self.changes.is_deaf() || self.changes.moved_since(at, |t| deps.depends_on(t));
+            match answers.lookup(key, moved).await {
+                Lookup::Hit(answer) => {
+                    facts.cache = Some(CacheOutcome::Hit.as_str());
+                    return Ok(answer);
+                }
+                Lookup::Miss(lead) => leading = lead,
             }
         }
         let reader = if primary {
@@ -73,7 +81,9 @@ impl Pipeline {
             let visitor = client.visitor.clone();
             let answer = self.stream(plan, values.to_vec(), reader, visitor, admitted);
             return Ok(match (kept, answer) {
-                (Some((answers, key, stamp)), Answer::Stream(rx)) => answers.tee(key, stamp, rx),
+                (Some((answers, key, stamp)), Answer::Stream(rx)) => {
+                    answers.tee(key, stamp, rx, leading)
+                }
                 (_, answer) => answer,
             });
         }
@@ -108,6 +118,7 @@ impl Pipeline {
                 _ => {}
             }
         }
+        drop(leading);
         Ok(answer)
     }
 

@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const ON: &str = "answer_cache = \"on\"\n";
+pub(crate) const ON: &str = "answer_cache = \"on\"\n";
 
 /// Ada's moment the tests write (the demo's; its content is put back).
-const MOMENT: i64 = 1016;
+pub(crate) const MOMENT: i64 = 1016;
 const CONTENT: &str = "Homemade bread attempt #4. Getting there.";
 
 /// The answer without `time`, the form answers are compared in.
@@ -138,10 +138,85 @@ fn volatile_and_explained_reads_are_never_kept() {
         read(&mut c, body);
         assert_eq!(read(&mut c, body).1, "miss", "{body}");
     }
+    // An explained read says so in its body too, and why.
+    let (v, cache) = read(
+        &mut c,
+        r#"{"Moment":{"id":12,"@column":"id","@explain":true}}"#,
+    );
+    assert_eq!(cache, "miss");
+    assert_eq!(v["Moment"]["@explain"]["cache"]["answer"], "miss", "{v}");
+    assert!(
+        v["Moment"]["@explain"]["cache"]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("never kept")),
+        "{v}"
+    );
     // A range without a function of the clock is kept.
     let body = r#"{"Moment[]":{"count":2,"Moment":{"id{}":">0","@column":"id"}}}"#;
     read(&mut c, body);
     assert_eq!(read(&mut c, body).1, "hit", "{body}");
+}
+
+#[test]
+fn concurrent_identical_reads_after_a_write_cost_the_statements_of_one_read_on_every_engine() {
+    const READERS: usize = 8;
+    // The readers are anonymous clients of one address: all of them may read at once.
+    let config = format!(
+        "{ON}{METRICS}answer_cache_ttl_ms = 600000\nanonymous_reads_per_address = {READERS}\n"
+    );
+    on_every_engine("cache_single_flight", &config, |engine, s| {
+        let whole = format!(
+            r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}},"User":{{"id@":"Moment/userId","@column":"id,name"}}}}"#
+        );
+        let statements = |r: &crate::support::Reply| -> u64 {
+            r.header("x-apijet-statements")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{engine}: no statement count"))
+        };
+        let one = statements(&s.client().post("/get", &whole).expect("an answer"));
+        assert!(one >= 1, "{engine}: a fresh read runs a statement: {one}");
+        let mut writer = ada(s);
+        let mut clients: Vec<Client> = (0..READERS).map(|_| s.client()).collect();
+        for round in 0..5 {
+            put_moment_content(&mut writer, MOMENT, &format!("single flight {round}"));
+            let start = std::sync::Barrier::new(READERS);
+            let counts: Vec<(u64, Value)> = std::thread::scope(|scope| {
+                let running: Vec<_> = clients
+                    .iter_mut()
+                    .map(|c| {
+                        let (start, whole) = (&start, &whole);
+                        scope.spawn(move || {
+                            start.wait();
+                            let r = c.post("/get", whole).expect("an answer");
+                            (statements(&r), content(r.json().expect("JSON")))
+                        })
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|t| t.join().expect("a reader"))
+                    .collect()
+            });
+            let total: u64 = counts.iter().map(|c| c.0).sum();
+            assert_eq!(
+                total, one,
+                "{engine}, round {round}: {READERS} identical reads after a write ran {total} \
+                 statements, one read runs {one}"
+            );
+            for (_, v) in &counts {
+                assert_eq!(
+                    v["Moment"]["content"],
+                    format!("single flight {round}"),
+                    "{engine}: {v}"
+                );
+            }
+        }
+        assert!(
+            metric(s, "apijet_answer_cache_waited_total") > 0,
+            "{engine}: no reader ever waited for another: the test saw no concurrent miss"
+        );
+        put_moment_content(&mut writer, MOMENT, CONTENT);
+    });
 }
 
 /// The visitors of the property test: anonymous, and three logins with different contacts.
@@ -243,109 +318,125 @@ fn no_read_after_an_acknowledged_write_sees_an_older_value_on_every_engine() {
             }
         );
         let servers = [Server::start(&url, &config), Server::start(&url, &config)];
-        let acks: Arc<Mutex<Vec<(usize, Instant, u64)>>> = Arc::default();
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let done = Arc::new(AtomicBool::new(false));
-        let point = format!(r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}}}}"#);
-        let whole = format!(
-            r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}},"User":{{"id@":"Moment/userId","@column":"id"}}}}"#
-        );
-        let mut writer = ada(&servers[0]);
-        let mut writer_b = ada(&servers[1]);
-        put_moment_content(&mut writer, MOMENT, "stale check 0");
-        acks.lock().expect("acks").push((0, Instant::now(), 0));
-        std::thread::scope(|scope| {
-            for r in 0..4usize {
-                let (seen, done) = (Arc::clone(&seen), Arc::clone(&done));
-                let mut c = servers[r % 2].client();
-                let body = if r < 2 { point.clone() } else { whole.clone() };
-                scope.spawn(move || {
-                    while !done.load(Ordering::Relaxed) {
-                        let started = Instant::now();
-                        let Ok(reply) = c.post("/get", &body) else {
-                            continue;
-                        };
-                        let v = reply.json().expect("JSON");
-                        let value = version(&v).unwrap_or_else(|| panic!("{engine}: {v}"));
-                        seen.lock().expect("seen").push(Seen {
-                            instance: r % 2,
-                            started,
-                            value,
-                        });
-                    }
-                });
-            }
-            for n in 1..=40u64 {
-                let instance = (n % 2) as usize;
-                let c = if instance == 0 {
-                    &mut writer
-                } else {
-                    &mut writer_b
-                };
-                put_moment_content(c, MOMENT, &format!("stale check {n}"));
-                acks.lock()
-                    .expect("acks")
-                    .push((instance, Instant::now(), n));
-                std::thread::sleep(Duration::from_millis(60));
-            }
-            std::thread::sleep(other_instance_bound(engine, TTL_MS));
-            done.store(true, Ordering::Relaxed);
-        });
-        put_moment_content(&mut writer, MOMENT, CONTENT);
-        let acks = acks.lock().expect("acks");
-        let seen = seen.lock().expect("seen");
+        let mut writers = [ada(&servers[0]), ada(&servers[1])];
         let bound = other_instance_bound(engine, TTL_MS);
-        let mut stale = Vec::new();
-        for s in seen.iter() {
-            // The newest write acknowledged before the read started: on its own instance at
-            // once, on the other within the bound.
-            let newest = acks
-                .iter()
-                .filter(|(i, at, _)| {
-                    if *i == s.instance {
-                        *at < s.started
-                    } else {
-                        *at + bound < s.started
-                    }
-                })
-                .map(|a| a.2)
-                .max()
-                .unwrap_or(0);
-            if s.value < newest {
-                stale.push(format!(
-                    "instance {} saw {} after {} was acknowledged",
-                    s.instance, s.value, newest
-                ));
-            }
-        }
-        assert!(
-            seen.len() > 100,
-            "{engine}: too few reads to check: {}",
-            seen.len()
-        );
-        assert!(
-            stale.is_empty(),
-            "{engine}: {} stale reads of {}: {:?}",
-            stale.len(),
-            seen.len(),
-            &stale[..stale.len().min(10)]
-        );
-        let hits = servers
-            .iter()
-            .map(|s| metric(s, "apijet_answer_cache_hits_total"))
-            .sum::<u64>();
-        assert!(
-            hits > 0,
-            "{engine}: the checker must read kept answers: no hits"
-        );
+        check_stale_reads(engine, &servers, bound, |n| {
+            let instance = (n % 2) as usize;
+            put_moment_content(&mut writers[instance], MOMENT, &format!("stale check {n}"));
+            Some(instance)
+        });
     }
 }
 
+/// One acknowledged write of the stale-read checker: the instance it went through (none: by
+/// another program), when it was acknowledged, its version.
+type Ack = (Option<usize>, Instant, u64);
+
+/// The stale-read checker: readers on both `servers` read Ada's moment (alone, and with its
+/// user) while `write(n)` writes version `n` through one instance (its index) or another
+/// program (`None`), forty times. It fails on any read that started after a write was
+/// acknowledged (on the read's own instance) or after the acknowledgement and `bound` (on the
+/// other, or by another program) and saw an older version; and when no read was kept.
+pub(crate) fn check_stale_reads(
+    engine: Engine,
+    servers: &[Server; 2],
+    bound: Duration,
+    mut write: impl FnMut(u64) -> Option<usize>,
+) {
+    let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let point = format!(r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}}}}"#);
+    let whole = format!(
+        r#"{{"Moment":{{"id":{MOMENT},"@column":"id,content"}},"User":{{"id@":"Moment/userId","@column":"id"}}}}"#
+    );
+    let mut writer = ada(&servers[0]);
+    put_moment_content(&mut writer, MOMENT, "stale check 0");
+    acks.lock()
+        .expect("acks")
+        .push((Some(0), Instant::now(), 0));
+    std::thread::scope(|scope| {
+        for r in 0..4usize {
+            let (seen, done) = (Arc::clone(&seen), Arc::clone(&done));
+            let mut c = servers[r % 2].client();
+            let body = if r < 2 { point.clone() } else { whole.clone() };
+            scope.spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let Ok(reply) = c.post("/get", &body) else {
+                        continue;
+                    };
+                    let v = reply.json().expect("JSON");
+                    let value = version(&v).unwrap_or_else(|| panic!("{engine}: {v}"));
+                    seen.lock().expect("seen").push(Seen {
+                        instance: r % 2,
+                        started,
+                        value,
+                    });
+                }
+            });
+        }
+        for n in 1..=40u64 {
+            let by = write(n);
+            acks.lock().expect("acks").push((by, Instant::now(), n));
+            std::thread::sleep(Duration::from_millis(60));
+        }
+        std::thread::sleep(bound);
+        done.store(true, Ordering::Relaxed);
+    });
+    put_moment_content(&mut writer, MOMENT, CONTENT);
+    let acks = acks.lock().expect("acks");
+    let seen = seen.lock().expect("seen");
+    let mut stale = Vec::new();
+    for s in seen.iter() {
+        // The newest write acknowledged before the read started: on its own instance at
+        // once, on the other (or by another program) within the bound.
+        let newest = acks
+            .iter()
+            .filter(|(by, at, _)| {
+                if *by == Some(s.instance) {
+                    *at < s.started
+                } else {
+                    *at + bound < s.started
+                }
+            })
+            .map(|a| a.2)
+            .max()
+            .unwrap_or(0);
+        if s.value < newest {
+            stale.push(format!(
+                "instance {} saw {} after {} was acknowledged",
+                s.instance, s.value, newest
+            ));
+        }
+    }
+    assert!(
+        seen.len() > 100,
+        "{engine}: too few reads to check: {}",
+        seen.len()
+    );
+    assert!(
+        stale.is_empty(),
+        "{engine}: {} stale reads of {}: {:?}",
+        stale.len(),
+        seen.len(),
+        &stale[..stale.len().min(10)]
+    );
+    let hits = servers
+        .iter()
+        .map(|s| metric(s, "apijet_answer_cache_hits_total"))
+        .sum::<u64>();
+    assert!(
+        hits > 0,
+        "{engine}: the checker must read kept answers: no hits"
+    );
+}
+
 /// The token of `/metrics` on the servers of the checker.
-const METRICS: &str = "metrics_token = \"cache-metrics\"\n";
+pub(crate) const METRICS: &str = "metrics_token = \"cache-metrics\"\n";
 
 /// A counter of `/metrics`.
-fn metric(s: &Server, name: &str) -> u64 {
+pub(crate) fn metric(s: &Server, name: &str) -> u64 {
     let r = s
         .client()
         .with_only_bearer("cache-metrics")

@@ -24,6 +24,7 @@ mod writes;
 
 // Answers kept in memory.
 mod answer_cache;
+mod change_feed;
 
 // Who may do what.
 mod access;

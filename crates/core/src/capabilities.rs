@@ -1,5 +1,5 @@
 //! What an engine can do, for the stages that must know: one value per engine, chosen once by
-//! the backend that serves it, so that code asks a capability (`caps.change_feed`) rather than
+//! the backend that serves it, so that code asks a capability (`caps.procedures`) rather than
 //! comparing with an engine's name, which a new engine would pass silently.
 
 use crate::Engine;
@@ -31,9 +31,6 @@ pub struct Capabilities {
     /// PostgreSQL's catalogue (`pg_class`, `pg_attribute`), readable as the reference's
     /// `PgClass` and `PgAttribute` tables.
     pub pg_catalog: bool,
-    /// A change feed between instances (PostgreSQL's `LISTEN`/`NOTIFY`): live answers hear
-    /// of other instances' writes instead of looking again on a timer.
-    pub change_feed: bool,
     /// Stored procedures (`CALL`).
     pub procedures: bool,
     /// The names `@database` may give for it, as the reference names the engine.
@@ -53,7 +50,6 @@ impl Capabilities {
         backtracking_regex: false,
         translated_date_formats: false,
         pg_catalog: false,
-        change_feed: false,
         procedures: false,
         database_names: &["SQLITE"],
         default_schemas: &["main"],
@@ -69,7 +65,6 @@ impl Capabilities {
         backtracking_regex: false,
         translated_date_formats: true,
         pg_catalog: true,
-        change_feed: true,
         procedures: true,
         database_names: &["POSTGRESQL"],
         default_schemas: &["public"],
@@ -85,7 +80,6 @@ impl Capabilities {
         backtracking_regex: true,
         translated_date_formats: false,
         pg_catalog: false,
-        change_feed: false,
         procedures: true,
         database_names: &["MYSQL", "MARIADB"],
         default_schemas: &[],

@@ -88,9 +88,9 @@ impl<'p> AnswerWriter<'p> {
     }
 
     /// The whole answer of a [`AnswerWriter::held`] writer, without its `time`: the text the
-    /// answer is compared in (`None` for a general answer, which is JSON: see
-    /// [`AnswerWriter::finish`]).
-    pub async fn untimed(mut self) -> Result<Option<Bytes>, SinkError> {
+    /// answer is compared in, byte for byte what `/get` sends but for `,"time":…` (a general
+    /// answer's members are written by the serializer that writes `/get`'s whole answers).
+    pub async fn untimed(mut self) -> Result<Bytes, SinkError> {
         let mut rx = self.held.take();
         let body = match self.finish(0, 1).await? {
             Finished::Bytes { body, .. } => body.to_vec(),
@@ -109,7 +109,7 @@ impl<'p> AnswerWriter<'p> {
                 }
                 body
             }
-            Finished::Json(_) => return Ok(None),
+            Finished::Json(answer) => serde_json::to_vec(&answer).map_err(|_| SinkError::Closed)?,
         };
         // Written with `time` 0 last: the envelope ends `,"time":0}`.
         let untimed = body
@@ -118,14 +118,14 @@ impl<'p> AnswerWriter<'p> {
         let mut text = Vec::with_capacity(untimed.len() + 1);
         text.extend_from_slice(untimed);
         text.push(b'}');
-        Ok(Some(Bytes::from(text)))
+        Ok(Bytes::from(text))
     }
 
     /// Ends the answer: the envelope after what was written, sent or returned. `statements`
     /// goes before the first chunk of a streamed answer that was held whole.
     pub async fn finish(self, time_ms: u64, statements: usize) -> Result<Finished, SinkError> {
         Ok(match self.writer {
-            Writer::Unopened => Finished::Json(crate::success(Map::new(), false)),
+            Writer::Unopened => Finished::Json(crate::success_at(Map::new(), false, time_ms)),
             Writer::Object(sink) => Finished::Bytes {
                 rows: sink.rows() as u64,
                 body: sink.finish(time_ms),
@@ -146,7 +146,7 @@ impl<'p> AnswerWriter<'p> {
                         crate::counted(obj);
                     }
                 }
-                Finished::Json(crate::success(members, format))
+                Finished::Json(crate::success_at(members, format, time_ms))
             }
         })
     }

@@ -27,12 +27,17 @@ pub fn now_ms() -> u64 {
 }
 
 /// A successful answer: the results in request order, then `ok`, `code`, `msg`, `time`.
-pub fn success(mut results: Map<String, Json>, format: bool) -> Json {
+pub fn success(results: Map<String, Json>, format: bool) -> Json {
+    success_at(results, format, now_ms())
+}
+
+/// [`success`] answered at `time_ms`.
+pub fn success_at(mut results: Map<String, Json>, format: bool, time_ms: u64) -> Json {
     if format {
         results = format_keys(results);
     }
     succeeded(&mut results);
-    results.insert("time".into(), json!(now_ms()));
+    results.insert("time".into(), json!(time_ms));
     Json::Object(results)
 }
 

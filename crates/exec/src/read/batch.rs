@@ -150,7 +150,8 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    async fn batch(
+    /// The rows of the member `b` for each of `mains`, in their order.
+    pub(super) async fn batch(
         &mut self,
         b: &BatchPlan,
         mains: &[Map<String, Json>],

@@ -5,14 +5,17 @@
 
 use super::arrays::ArrayRun;
 use super::{ReadEnv, Reader};
+use crate::backend::Backend;
 use crate::cell::Cell;
 use crate::sink::{AnswerSink, CollectSink, ColumnNames, Form, RowSink, SinkError};
 use crate::ExecError;
-use apijet_plan::read::{ListKind, MultiplexForm, MultiplexPlan, ReadPlan};
+use apijet_plan::read::{
+    ListKind, MultiplexForm, MultiplexPlan, ReadPlan, RecordMember, RecordPlan,
+};
 use apijet_plan::template::Template;
 use apijet_plan::PlanError;
 use apijet_sql::{render_multiplexed, Statement};
-use serde_json::Value as Json;
+use serde_json::{Map, Value as Json};
 
 /// What a multiplexed read did.
 #[derive(Debug, Default)]
@@ -53,6 +56,20 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
                 sink.open(Form::Items { key });
             }
             return read_items(read, plan, key, env, listed, kind, sinks).await;
+        }
+        MultiplexForm::Record { key } => {
+            let Some(record) = &plan.record else {
+                return Err(ExecError::Invalid(
+                    "a multiplexed record view needs its record plan".into(),
+                ));
+            };
+            for sink in sinks.iter_mut() {
+                sink.open(Form::Members {
+                    format: read.format,
+                    counts: read.counts(),
+                });
+            }
+            return read_record(read, plan, (key, record), env, listed, kind, sinks).await;
         }
     };
     for sink in sinks.iter_mut() {
@@ -131,27 +148,7 @@ async fn read_items<'p, S: AnswerSink<'p>>(
     };
     let stmt = statement(plan, env, listed, kind)?;
     let opts = env.options;
-    let share = opts.max_answer_bytes / listed.len().max(1);
-    let mut rows: Vec<CollectSink> = listed
-        .iter()
-        .map(|_| CollectSink::within(&plan.json_outputs, opts.max_rows, share))
-        .collect();
-    let mut routed = Routed {
-        refused: vec![false; rows.len()],
-        sinks: &mut rows,
-    };
-    let mut backend = env.backend;
-    let result = env.backend.fetch(&stmt, &mut routed).await;
-    let result = match (result, env.fallback) {
-        (Err(e), Some(primary)) if e.is_unreachable() => {
-            routed.restart();
-            backend = primary;
-            primary.fetch(&stmt, &mut routed).await
-        }
-        (result, _) => result,
-    };
-    result?;
-    let mut refused = std::mem::take(&mut routed.refused);
+    let (mut rows, backend, mut refused) = main_rows(plan, env, &stmt, listed.len()).await?;
     let run = ArrayRun::at_root(list, key, plan.select.clone());
     // Bytes of the answers built so far: together within one answer's budget.
     let mut held = 0usize;
@@ -209,6 +206,154 @@ async fn read_items<'p, S: AnswerSink<'p>>(
         .filter_map(|(key, refused)| refused.then_some(key))
         .collect();
     Ok(Multiplexed { refused })
+}
+
+/// The rows of the multiplexed statement `stmt`, collected per key (of `keys`), each key's
+/// within its share of one answer's budget; the backend that answered (the primary when the
+/// replica could not), and per key whether its rows passed its share.
+async fn main_rows<'e>(
+    plan: &MultiplexPlan,
+    env: &ReadEnv<'e>,
+    stmt: &Statement,
+    keys: usize,
+) -> Result<(Vec<CollectSink>, &'e Backend, Vec<bool>), ExecError> {
+    let opts = env.options;
+    let share = opts.max_answer_bytes / keys.max(1);
+    let mut rows: Vec<CollectSink> = (0..keys)
+        .map(|_| CollectSink::within(&plan.json_outputs, opts.max_rows, share))
+        .collect();
+    let mut routed = Routed {
+        refused: vec![false; keys],
+        sinks: &mut rows,
+    };
+    let mut backend = env.backend;
+    let result = env.backend.fetch(stmt, &mut routed).await;
+    let result = match (result, env.fallback) {
+        (Err(e), Some(primary)) if e.is_unreachable() => {
+            routed.restart();
+            backend = primary;
+            primary.fetch(stmt, &mut routed).await
+        }
+        (result, _) => result,
+    };
+    result?;
+    let refused = std::mem::take(&mut routed.refused);
+    Ok((rows, backend, refused))
+}
+
+/// A record view for every listed value: each key's first object by the multiplexed
+/// statement (its row, within its share of the answer's budget); then each later member read
+/// for the first objects of up to [`ITEMS_AT_ONCE`] keys at once (fewer when that many would
+/// pass one answer's `max_rows`), one statement per member
+/// (as a nested list's members are read for its items, `batch`); then each key's answer
+/// assembled as the shape's own read assembles it: the first object, the later members in
+/// request order, the custom root keys. A key whose first object has no row answers nothing
+/// but those keys (the first-child rule empties the root). As for nested lists, each chunk
+/// of keys is read within one answer's budget, and all chunks within one answer's bytes; the
+/// keys of a chunk past either are refused (each is read alone).
+async fn read_record<'p, S: AnswerSink<'p>>(
+    read: &'p ReadPlan,
+    plan: &'p MultiplexPlan,
+    (key, record): (&str, &RecordPlan),
+    env: &ReadEnv<'_>,
+    listed: &[Json],
+    kind: ListKind,
+    sinks: &mut [S],
+) -> Result<Multiplexed, ExecError> {
+    let stmt = statement(plan, env, listed, kind)?;
+    let opts = env.options;
+    let (mut rows, backend, mut refused) = main_rows(plan, env, &stmt, listed.len()).await?;
+    // Keys per chunk: as many as one answer's rows hold at most, so that a chunk is refused
+    // on rows only where one key's own answer may pass them.
+    let per_key = usize::try_from(record.rows_per_key).unwrap_or(usize::MAX);
+    let at_once = (opts.max_rows / per_key.max(1)).clamp(1, ITEMS_AT_ONCE);
+    let mut held = 0usize;
+    let mut next = 0;
+    while next < rows.len() {
+        let first = next;
+        let (mut mains, mut owners, mut bytes) = (Vec::new(), Vec::new(), 0);
+        while let Some(sink) = rows.get_mut(next) {
+            if mains.len() >= at_once {
+                break;
+            }
+            // The statement keeps one row per key.
+            if let (false, Some(row)) = (refused[next], sink.rows.pop()) {
+                owners.push(next);
+                bytes += sink.bytes;
+                mains.push(row);
+            }
+            next += 1;
+        }
+        let mut reader = Reader::new(read, env, backend);
+        let members = match reader.hold(mains.len(), bytes) {
+            Ok(()) => record_members(&mut reader, record, &mains).await,
+            Err(e) => Err(e),
+        };
+        let chunk_bytes = reader.held_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let mut members = match members {
+            Ok(m) if held.saturating_add(chunk_bytes) <= opts.max_answer_bytes => {
+                held += chunk_bytes;
+                m
+            }
+            Ok(_) | Err(ExecError::Plan(PlanError::Limit(_))) => {
+                refused[first..next].fill(true);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut mains = mains.into_iter().zip(owners).enumerate().peekable();
+        for (k, _) in (first..next)
+            .zip(&refused[first..next])
+            .filter(|(_, r)| !**r)
+        {
+            let mut out = Map::new();
+            if let Some((i, (main, _))) = mains.next_if(|(_, (_, owner))| *owner == k) {
+                out.insert(key.to_string(), Json::Object(main));
+                for (m, member) in record.members.iter().enumerate() {
+                    match member {
+                        RecordMember::Batch { key, .. } => {
+                            let value = members.get_mut(m).and_then(|per| per.get_mut(i));
+                            if let Some(v) = value.and_then(Option::take) {
+                                out.insert(key.clone(), v);
+                            }
+                        }
+                        RecordMember::Value { key, value } => {
+                            out.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+            }
+            // Custom root `@` keys come back after the objects, as the shape's own read
+            // answers them (after the first-child rule too).
+            out.extend(read.customs.clone());
+            if let Some(sink) = sinks.get_mut(k) {
+                sink.members(out);
+            }
+        }
+    }
+    let refused = (refused.iter().enumerate())
+        .filter_map(|(key, refused)| refused.then_some(key))
+        .collect();
+    Ok(Multiplexed { refused })
+}
+
+/// Each member of `record` after the first object, read for every one of `mains` (values
+/// answer no rows: empty).
+async fn record_members(
+    reader: &mut Reader<'_>,
+    record: &RecordPlan,
+    mains: &[Map<String, Json>],
+) -> Result<Vec<Vec<Option<Json>>>, ExecError> {
+    let mut out = Vec::with_capacity(record.members.len());
+    for member in &record.members {
+        out.push(match member {
+            RecordMember::Batch { plan, .. } if !mains.is_empty() => {
+                reader.batch(plan, mains).await?
+            }
+            RecordMember::Batch { .. } | RecordMember::Value { .. } => Vec::new(),
+        });
+    }
+    Ok(out)
 }
 
 /// Hands each row, without its key, to the sink of its key.

@@ -74,7 +74,7 @@ fn template(path: &str) -> String {
 
 /// The links of `t`, when every reference of it is `column@: <main>/<column>` by equality and
 /// nothing else in it needs per-item work.
-fn links(t: &TableObject, main_key: &str, paths: &[String]) -> Option<Vec<Link>> {
+fn links(t: &TableObject, main_key: &str, paths: &[&str]) -> Option<Vec<Link>> {
     let mut out = Vec::new();
     for e in &t.entries {
         match e {
@@ -82,7 +82,7 @@ fn links(t: &TableObject, main_key: &str, paths: &[String]) -> Option<Vec<Link>>
                 if key.op != Op::Eq || key.logic != Logic::Default || key.length.is_some() {
                     return None;
                 }
-                let main = paths.iter().find_map(|p| path.strip_prefix(p.as_str()))?;
+                let main = paths.iter().find_map(|p| path.strip_prefix(p))?;
                 let main = main.strip_prefix(main_key)?.strip_prefix('/')?;
                 if main.contains('/') {
                     return None;
@@ -109,10 +109,38 @@ pub(super) fn plan(
     main_key: &str,
     arr_path: &str,
 ) -> Option<Result<BatchPlan, PlanError>> {
+    let item = format!("{}/", template(arr_path));
+    // An object refers to the main object from its container, the item (`/Moment/id`), or by
+    // the item's absolute path; a nested list's main table by the absolute path only.
+    planned(b, m, main_key, arr_path, &["/", &item], &[&item])
+}
+
+/// The batch plan of member `m` of the answer's root whose first object is `main_key`, read
+/// for the first objects of many requests at once (a record view, see `multiplex`): `None`
+/// when it cannot be. The root's paths are absolute (`Moment/userId`); an object's container
+/// is the root, so its relative path (`/Moment/userId`) names the same object, while a nested
+/// list's item is its own container (`/Moment/id` there is not the root's).
+pub(super) fn plan_at_root(
+    b: &mut Builder<'_>,
+    m: &Member,
+    main_key: &str,
+) -> Option<Result<BatchPlan, PlanError>> {
+    planned(b, m, main_key, "", &["/", ""], &[""])
+}
+
+/// [`plan`] for a member of the container at `arr_path` whose references to the main object
+/// start with one of `object_paths` (an object) or `list_paths` (a nested list's main table).
+fn planned(
+    b: &mut Builder<'_>,
+    m: &Member,
+    main_key: &str,
+    arr_path: &str,
+    object_paths: &[&str],
+    list_paths: &[&str],
+) -> Option<Result<BatchPlan, PlanError>> {
     match &m.node {
         Node::Table(t) => {
-            let paths = ["/".to_string(), format!("{}/", template(arr_path))];
-            let links = links(t, main_key, &paths)?;
+            let links = links(t, main_key, object_paths)?;
             let planned = TablePlan::new(t, &b.ctx()).and_then(|probe| {
                 if !rows_alone(&probe) || b.inputs.method.is_count() {
                     return Ok(None);
@@ -132,7 +160,7 @@ pub(super) fn plan(
                 return None;
             }
             let options = b.inputs.options;
-            let path = format!("{arr_path}/{}", m.key);
+            let path = super::container::join(arr_path, &m.key);
             let paging = match paging::paging(a, &path, options.max_count, options.max_page) {
                 Ok(p) => p,
                 Err(e) => return Some(Err(e)),
@@ -140,9 +168,7 @@ pub(super) fn plan(
             if paging.mode != QueryMode::Rows {
                 return None;
             }
-            // A nested list's main table refers outward by absolute path only.
-            let paths = [format!("{}/", template(arr_path))];
-            let links = links(t, main_key, &paths)?;
+            let links = links(t, main_key, list_paths)?;
             let planned = TablePlan::new(t, &b.ctx()).and_then(|probe| {
                 if !rows_alone(&probe)
                     || probe.distinct

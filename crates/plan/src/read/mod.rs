@@ -33,7 +33,8 @@ pub use cache::{entry_bytes, CacheBudget, PlanCache, ShapeKey};
 pub use container::{ContainerPlan, MemberPlan, ObjectPlan};
 pub use deps::{Dependencies, VisitorParts};
 pub use multiplex::{
-    ListKind, MultiplexForm, MultiplexPlan, NotMultiplexed, MAX_LISTED_TEXT, MULTIPLEX_KEY,
+    ListKind, MultiplexForm, MultiplexPlan, NotMultiplexed, RecordMember, RecordPlan,
+    MAX_LISTED_TEXT, MULTIPLEX_KEY,
 };
 pub use paging::{paging, Paging, QueryMode};
 pub use refs::{list_key, References};
@@ -136,6 +137,9 @@ pub struct ReadPlan {
     shape: ShapeKey,
     /// Its plans over a list of one slot's values, made the first time each is asked for.
     multiplexed: std::sync::Mutex<Vec<(usize, std::sync::Arc<MultiplexPlan>)>>,
+    /// When it is a record view (a general read led by a point object that its later members
+    /// refer to), how those members are read for many requests' first objects at once.
+    record: Option<std::sync::Arc<RecordPlan>>,
 }
 
 impl ReadPlan {
@@ -155,6 +159,12 @@ impl ReadPlan {
         let customs = check_root_keywords(&req.globals, inputs.method, inputs.options)?;
         let mut builder = container::Builder::new(req, inputs);
         let root = builder.container(&req.root.members, "", 1);
+        // Planned while the request is at hand, for the reads of many requests of the shape
+        // at once (see `multiplex`); only a general read of more than one member can be one.
+        let record = match purpose == Purpose::Answer && !builder.has_errors {
+            true => RecordPlan::of(&mut builder, &req.root.members, &root).map(std::sync::Arc::new),
+            false => None,
+        };
         let mut refs = References::default();
         refs.collect(&req.root);
         let counts = match inputs.method.is_count() {
@@ -183,9 +193,13 @@ impl ReadPlan {
             deps: builder.deps,
             shape: ShapeKey::of_for(req, inputs.method, inputs.visitor.is_some(), purpose),
             multiplexed: Default::default(),
+            record,
         };
         if purpose == Purpose::Answer {
             plan.mode = plan.choose_mode(req, inputs.options);
+        }
+        if plan.mode != Mode::General {
+            plan.record = None;
         }
         Ok(plan)
     }
@@ -238,6 +252,19 @@ impl ReadPlan {
     pub fn point(&self) -> Option<(&str, &ObjectPlan)> {
         match self.root.members.as_slice() {
             [MemberPlan::Object { key, plan: Ok(o) }] if self.mode == Mode::Point => Some((key, o)),
+            _ => None,
+        }
+    }
+
+    /// The first object of a record view (a [`Mode::General`] read whose later members are
+    /// each read by its values, see [`RecordPlan`]), with its answer key and the record.
+    pub fn record(&self) -> Option<(&str, &ObjectPlan, &std::sync::Arc<RecordPlan>)> {
+        let record = self
+            .record
+            .as_ref()
+            .filter(|_| self.mode == Mode::General)?;
+        match self.root.members.first() {
+            Some(MemberPlan::Object { key, plan: Ok(o) }) => Some((key, o, record)),
             _ => None,
         }
     }

@@ -13,18 +13,25 @@
 //! a plain list ([`Mode::Point`] / [`Mode::List`]), whose answer is that statement's rows, or
 //! a nested list ([`Mode::Nested`]), whose items are built from that statement's rows as the
 //! shape's own read builds them (their members read for all items at once, by their parents'
-//! keys). The statement's request values are only bound (a [`Template`]), and it neither
-//! groups nor joins: then the multiplexed statement answers every key exactly as the shape's
-//! own statement answers its request. Any other shape is refused with the reason, and its
-//! requests are read one by one.
+//! keys), or a record view ([`Mode::General`] led by a point object whose later members each
+//! refer to it by equality, `{"Moment":{"id":…},"User":{"id@":"Moment/userId"}}`: a
+//! [`RecordPlan`]), whose later members are read for the first objects of every key at once,
+//! as a nested list's members are for its items. The statement's request values are only
+//! bound (a [`Template`]), and it neither groups nor joins: then the multiplexed statement
+//! answers every key exactly as the shape's own statement answers its request. Any other
+//! shape is refused with the reason, and its requests are read one by one.
 
+use super::batch::{self, BatchKind, BatchPlan};
+use super::container::Builder;
 use super::{ArrayPlan, ContainerPlan, MemberPlan, Mode, ObjectPlan, ReadPlan};
 use crate::query::{Expr, OrderItem, Pred, Select};
 use crate::schema::ColumnKind;
 use crate::template::{SlotCheck, StatementText, Template};
+use apijet_core::Method;
+use apijet_request::{Member, Node};
 use serde_json::Value as Json;
 use std::fmt::{self, Display, Formatter};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The output column of a multiplexed statement holding each row's key: the position in the
 /// list of the value the row answers.
@@ -78,6 +85,117 @@ pub enum MultiplexForm {
         /// The answer key of the list.
         key: String,
     },
+    /// A record view: the multiplexed statement reads each key's first object (answered under
+    /// `key`), and the members after it are read for every key's first object at once (the
+    /// plan's [`RecordPlan`]), then each key's answer is assembled as the shape's own read
+    /// assembles it.
+    Record {
+        /// The answer key of the first object.
+        key: String,
+    },
+}
+
+/// The members after the first object of a record view: the answer's root is a point object
+/// (its row and nothing else) followed by members that each refer to it by equality only
+/// (`"User":{"id@":"Moment/userId"}`, `"Comment[]":{"Comment":{"momentId@":"Moment/id"}}`)
+/// or are values. Each is read for the first objects of many requests at once, by one
+/// statement, as a nested list's members are read for its items ([`BatchPlan`]).
+#[derive(Debug)]
+pub struct RecordPlan {
+    /// The members after the first object, in request order.
+    pub members: Vec<RecordMember>,
+    /// At most how many rows one request's answer holds: its first object's, one per later
+    /// object, `count` per later list.
+    pub rows_per_key: u64,
+}
+
+/// A member of a record view after its first object.
+#[derive(Debug)]
+pub enum RecordMember {
+    /// An object or a nested list read for every first object at once.
+    Batch {
+        /// The answer key.
+        key: String,
+        /// How.
+        plan: Box<BatchPlan>,
+    },
+    /// A value answered as sent.
+    Value {
+        /// The key.
+        key: String,
+        /// The value.
+        value: Json,
+    },
+}
+
+impl RecordPlan {
+    /// The record plan of the root `members` (as requested) planned as `root`, when it is a
+    /// record view: its first member a point object whose statement is written once for the
+    /// shape, every later one an object or a nested list that refers only to it, by equality,
+    /// and answers no `@explain` (which only one request's read reports), or a value.
+    pub(super) fn of(
+        b: &mut Builder<'_>,
+        members: &[Member],
+        root: &ContainerPlan,
+    ) -> Option<RecordPlan> {
+        if !matches!(b.inputs.method, Method::Get | Method::Gets) {
+            return None;
+        }
+        let (first, rest) = members.split_first()?;
+        let [MemberPlan::Object { key, plan: Ok(o) }, planned @ ..] = root.members.as_slice()
+        else {
+            return None;
+        };
+        let row_alone = o.functions.is_empty()
+            && o.children.members.is_empty()
+            && !o.table.explain
+            && !o.table.drop
+            && o.table.echoes.is_empty()
+            && o.table.procedures.is_empty();
+        if !matches!(first.node, Node::Table(_))
+            || *key != first.key
+            || o.template.is_none()
+            || !row_alone
+            || planned.len() != rest.len()
+        {
+            return None;
+        }
+        let mut out = Vec::with_capacity(rest.len());
+        for (m, p) in rest.iter().zip(planned) {
+            let member = match (&m.node, p) {
+                (Node::Table(_), MemberPlan::Object { plan: Ok(_), .. })
+                | (Node::Array(_), MemberPlan::Array { plan: Ok(_), .. }) => {
+                    let plan = batch::plan_at_root(b, m, key)?.ok()?;
+                    if plan.plan.explain {
+                        return None;
+                    }
+                    RecordMember::Batch {
+                        key: m.key.clone(),
+                        plan: Box::new(plan),
+                    }
+                }
+                (Node::Value(_), MemberPlan::Value { key, value }) if !key.starts_with('@') => {
+                    RecordMember::Value {
+                        key: key.clone(),
+                        value: value.clone(),
+                    }
+                }
+                _ => return None,
+            };
+            out.push(member);
+        }
+        let rows_per_key = out.iter().fold(1u64, |n, m| match m {
+            RecordMember::Batch { plan, .. } => match plan.kind {
+                BatchKind::Object => n.saturating_add(1),
+                BatchKind::List { count, .. } => n.saturating_add(count),
+            },
+            RecordMember::Value { .. } => n,
+        });
+        Some(RecordPlan {
+            members: out,
+            rows_per_key,
+        })
+    }
 }
 
 /// Why a shape is not multiplexed.
@@ -99,7 +217,9 @@ pub enum NotMultiplexed {
 impl Display for NotMultiplexed {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
-            NotMultiplexed::Mode => f.write_str("its answer is more than one statement's rows"),
+            NotMultiplexed::Mode => f.write_str(
+                "its answer is more than one statement's rows, and no record of its first object",
+            ),
             NotMultiplexed::NoTemplate => f.write_str("a value decides its statement"),
             NotMultiplexed::Slot(s) => write!(f, "its statement does not bind slot {s}"),
             NotMultiplexed::Statement => {
@@ -130,6 +250,8 @@ pub struct MultiplexPlan {
     /// The kind of the column the slot is compared with, where it is one (`column = $slot`):
     /// the listed values are typed as that column (PostgreSQL compares no integer with text).
     pub compared: Option<ColumnKind>,
+    /// A record view's members after its first object ([`MultiplexForm::Record`]).
+    pub record: Option<Arc<RecordPlan>>,
     /// What the other slots' values must be (each request's are checked with
     /// [`MultiplexPlan::accepts`]).
     checks: Vec<(usize, SlotCheck)>,
@@ -168,7 +290,12 @@ impl MultiplexPlan {
                 let form = MultiplexForm::Items { key: key.into() };
                 (form, template, list.json_outputs.clone())
             }
-            Mode::General => return Err(NotMultiplexed::Mode),
+            Mode::General => {
+                let (key, first, _) = plan.record().ok_or(NotMultiplexed::Mode)?;
+                let template = first.template.as_ref().ok_or(NotMultiplexed::NoTemplate)?;
+                let form = MultiplexForm::Record { key: key.into() };
+                (form, template, first.table.json_outputs.clone())
+            }
         };
         if !template.checks.iter().any(|(s, _)| *s == slot) {
             return Err(NotMultiplexed::Slot(slot));
@@ -204,6 +331,7 @@ impl MultiplexPlan {
             per_key,
             offset,
             compared,
+            record: plan.record().map(|(_, _, r)| Arc::clone(r)),
             checks: template.checks.clone(),
             texts: Default::default(),
         })
@@ -214,7 +342,7 @@ impl MultiplexPlan {
         let template: Option<&Template> = match plan.mode {
             Mode::Point => plan.point().and_then(|(_, o)| o.template.as_ref()),
             Mode::List | Mode::Nested => plan.list().and_then(|(_, l)| l.template.as_ref()),
-            Mode::General => None,
+            Mode::General => plan.record().and_then(|(_, o, _)| o.template.as_ref()),
         };
         template.map_or_else(Vec::new, |t| t.checks.iter().map(|(s, _)| *s).collect())
     }
@@ -250,6 +378,7 @@ impl Display for MultiplexPlan {
             MultiplexForm::List { key, wrap: None } => write!(f, "multiplex list {key}")?,
             MultiplexForm::List { key, wrap: Some(w) } => write!(f, "multiplex list {key} of {w}")?,
             MultiplexForm::Items { key } => write!(f, "multiplex items {key}")?,
+            MultiplexForm::Record { key } => write!(f, "multiplex record {key}")?,
         }
         writeln!(
             f,
@@ -262,6 +391,21 @@ impl Display for MultiplexPlan {
                 f,
                 "  then the items of every key as the shape's read builds them, members batched across keys"
             )?;
+        }
+        if let (MultiplexForm::Record { key }, Some(record)) = (&self.form, &self.record) {
+            writeln!(f, "  then for every key's {key} at once, in member order:")?;
+            let mut out = String::new();
+            for m in &record.members {
+                match m {
+                    RecordMember::Batch { key, plan } => {
+                        super::print::batch(&mut out, key, plan, 2)
+                    }
+                    RecordMember::Value { key, value } => {
+                        out.push_str(&format!("    {key}: echo {value}\n"))
+                    }
+                }
+            }
+            f.write_str(&out)?;
         }
         Ok(())
     }

@@ -197,7 +197,7 @@ fn array(out: &mut String, key: &str, a: &ArrayPlan, depth: usize) {
     }
 }
 
-fn batch(out: &mut String, key: &str, b: &BatchPlan, depth: usize) {
+pub(super) fn batch(out: &mut String, key: &str, b: &BatchPlan, depth: usize) {
     let links: Vec<String> = b
         .links
         .iter()

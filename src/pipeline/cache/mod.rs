@@ -8,6 +8,14 @@
 //! `answer_cache_ttl_ms`); an answer whose read overlapped a write is dead at its first look.
 //! The store is bounded in bytes (quick_cache's S3-FIFO with a weigher): one answer may hold at
 //! most an eighth of it, so a streamed answer past that is forwarded but not kept.
+//!
+//! A miss is read once however many readers miss it together (single flight): the first reads
+//! ([`Leading`]), the others wait until its answer is kept or known not to be (an error, a
+//! streamed answer past the entry limit, a client that left) and look again; a reader that
+//! still misses reads on its own. Waiting is bounded by the reader's statement timeout.
+//! quick_cache's placeholder guards would coalesce too, but a guard borrows the store (a
+//! streamed answer is kept from a task of its own) and hands an answer that was not kept to
+//! one waiter at a time, which would read one after another.
 
 use super::answer::Answer;
 use crate::metrics::CacheCounters;
@@ -16,14 +24,19 @@ use apijet_plan::read::{Mode, ReadPlan, VisitorParts};
 use apijet_response::stream::Chunk;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// The bytes of a successful envelope up to `time`'s value: a kept body is cut there, and a
 /// hit gets the time of its own answer.
 const UNTIL_TIME: &[u8] = b"\"ok\":true,\"code\":200,\"msg\":\"success\",\"time\":";
+
+/// The TTL of kept answers where other programs' writes are not heard, unless one is set.
+pub const UNHEARD_TTL_MS: u64 = 1000;
 
 /// What an entry costs beyond its bytes (the key, the entry, the store's slot).
 const ENTRY_OVERHEAD: usize = 160;
@@ -146,18 +159,62 @@ pub struct AnswerCache<S> {
     every_read: bool,
     /// Most bytes of one entry.
     entry_limit: usize,
-    /// Most time an entry is given without looking again (none: until a write moves it).
-    ttl: Option<Duration>,
+    /// `answer_cache_ttl_ms` as set.
+    ttl_setting: Option<u64>,
+    /// Most milliseconds an entry is given without looking again (0: until a write moves
+    /// it), from the setting and what is heard ([`AnswerCache::heard_by`]).
+    ttl_ms: AtomicU64,
     counters: Arc<CacheCounters>,
+    /// The keys being read after a miss, each by its first reader.
+    flights: Mutex<HashMap<Key, Arc<Flight>>>,
+    /// Most time a reader waits for another's read of its key (its own statement timeout
+    /// when shorter).
+    max_wait: Duration,
+}
+
+/// One key's read under way; `true` once it ended.
+struct Flight(watch::Sender<bool>);
+
+/// What a lookup found.
+pub enum Lookup<S: Copy + Send + Sync + 'static> {
+    /// A kept answer.
+    Hit(Answer),
+    /// A miss: the reader reads. It leads the readers of the key that miss meanwhile (none:
+    /// it waited for another's read, which left nothing it could be given).
+    Miss(Option<Leading<S>>),
+}
+
+/// The first reader's read of a key after a miss: the readers of the key that miss meanwhile
+/// wait until this is dropped (after its answer was kept, or found not to be keepable).
+pub struct Leading<S: Copy + Send + Sync + 'static> {
+    cache: Arc<AnswerCache<S>>,
+    key: Key,
+    flight: Arc<Flight>,
+}
+
+impl<S: Copy + Send + Sync + 'static> Drop for Leading<S> {
+    fn drop(&mut self) {
+        let mut flights = self.cache.flights();
+        if flights
+            .get(&self.key)
+            .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
+        {
+            flights.remove(&self.key);
+        }
+        drop(flights);
+        self.flight.0.send_replace(true);
+    }
 }
 
 impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
     /// A store of at most `bytes` bytes; `every_read` keeps every cacheable read's answer, not
-    /// only those whose request asks (`@cache`). `None` when `bytes` is 0.
+    /// only those whose request asks (`@cache`); a reader waits at most `max_wait` for
+    /// another's read of its key. `None` when `bytes` is 0.
     pub fn new(
         bytes: usize,
         every_read: bool,
-        ttl: Option<Duration>,
+        ttl_setting: Option<u64>,
+        max_wait: Duration,
         counters: Arc<CacheCounters>,
     ) -> Option<AnswerCache<S>> {
         if bytes == 0 {
@@ -179,9 +236,96 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
             store,
             every_read,
             entry_limit,
-            ttl,
+            ttl_setting,
+            ttl_ms: AtomicU64::new(UNHEARD_TTL_MS),
             counters,
+            flights: Mutex::default(),
+            max_wait,
         })
+    }
+
+    /// How long entries are given, now that other programs' writes are heard (`programs`:
+    /// the change feed's triggers are on every served table) or not (and other instances'
+    /// writes, `instances`). Unheard writes bound an entry's life: an unset
+    /// `answer_cache_ttl_ms` is then [`UNHEARD_TTL_MS`], and 0 is too, with a warning, rather
+    /// than another program's old rows kept forever.
+    pub fn heard_by(&self, programs: bool, instances: bool) {
+        let ttl = match (self.ttl_setting, programs) {
+            (Some(ttl), true) => ttl,
+            (None, true) => 0,
+            (Some(ttl), false) if ttl > 0 => ttl,
+            (Some(_), false) => {
+                tracing::warn!(
+                    "answer_cache_ttl_ms = 0 keeps an answer until a write is heard, but the \
+                     change feed's triggers are not installed: writes by other programs{} would \
+                     never be seen. Kept answers are read again after {UNHEARD_TTL_MS} ms \
+                     instead; `apijet live-triggers --install` installs the triggers",
+                    if instances {
+                        ""
+                    } else {
+                        " and other instances"
+                    }
+                );
+                UNHEARD_TTL_MS
+            }
+            (None, false) => UNHEARD_TTL_MS,
+        };
+        self.ttl_ms.store(ttl, Relaxed);
+    }
+
+    fn flights(&self) -> MutexGuard<'_, HashMap<Key, Arc<Flight>>> {
+        self.flights
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer kept under `key` (unless `moved` says a table it read moved after its
+    /// stamp); on a miss while another reader reads the key, waits for that read once and
+    /// looks again; else this reader leads the key's read.
+    pub async fn lookup(self: &Arc<Self>, key: &Key, moved: impl Fn(S) -> bool) -> Lookup<S> {
+        let mut waited = false;
+        loop {
+            if let Some(answer) = self.found(key, &moved) {
+                self.counters.hits.fetch_add(1, Relaxed);
+                return Lookup::Hit(answer);
+            }
+            if waited {
+                self.counters.misses.fetch_add(1, Relaxed);
+                return Lookup::Miss(None);
+            }
+            let flight = {
+                let mut flights = self.flights();
+                match flights.get(key) {
+                    Some(flight) => Arc::clone(flight),
+                    None => {
+                        // A read that ended between the look above and this lock kept its
+                        // answer before it let go of its flight: look once more.
+                        if let Some(answer) = self.found(key, &moved) {
+                            drop(flights);
+                            self.counters.hits.fetch_add(1, Relaxed);
+                            return Lookup::Hit(answer);
+                        }
+                        let flight = Arc::new(Flight(watch::Sender::new(false)));
+                        flights.insert(key.clone(), Arc::clone(&flight));
+                        drop(flights);
+                        self.counters.misses.fetch_add(1, Relaxed);
+                        return Lookup::Miss(Some(Leading {
+                            cache: Arc::clone(self),
+                            key: key.clone(),
+                            flight,
+                        }));
+                    }
+                }
+            };
+            self.counters.waited.fetch_add(1, Relaxed);
+            let limit = apijet_exec::cancel::current()
+                .timeout()
+                .map_or(self.max_wait, |(t, _)| t.min(self.max_wait));
+            let mut ended = flight.0.subscribe();
+            // Past the limit the reader reads on its own, within its own timeout.
+            let _ = tokio::time::timeout(limit, ended.wait_for(|e| *e)).await;
+            waited = true;
+        }
     }
 
     /// Whether the answer of `plan` run with `values` may be looked up and kept, and which
@@ -198,22 +342,31 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
         plan.answer_cache(values)
     }
 
+    /// The answer kept under `key`, counted as a hit or a miss (without waiting for another
+    /// reader of the key).
+    #[cfg(test)]
+    pub fn get(&self, key: &Key, moved: impl Fn(S) -> bool) -> Option<Answer> {
+        let found = self.found(key, &moved);
+        let counter = match found {
+            Some(_) => &self.counters.hits,
+            None => &self.counters.misses,
+        };
+        counter.fetch_add(1, Relaxed);
+        found
+    }
+
     /// The answer kept under `key`, unless `moved` says a table it read moved after its stamp
     /// (or it is older than the TTL): then it is dropped.
-    pub fn get(&self, key: &Key, moved: impl FnOnce(S) -> bool) -> Option<Answer> {
-        let Some(entry) = self.store.get(key) else {
-            self.counters.misses.fetch_add(1, Relaxed);
-            return None;
-        };
-        let expired = self.ttl.is_some_and(|ttl| entry.at.elapsed() >= ttl);
+    fn found(&self, key: &Key, moved: &impl Fn(S) -> bool) -> Option<Answer> {
+        let entry = self.store.get(key)?;
+        let ttl = self.ttl_ms.load(Relaxed);
+        let expired = ttl > 0 && entry.at.elapsed() >= Duration::from_millis(ttl);
         if expired || moved(entry.stamp) {
             self.store.remove_if(key, |e| Arc::ptr_eq(e, &entry));
             self.counters.invalidations.fetch_add(1, Relaxed);
-            self.counters.misses.fetch_add(1, Relaxed);
             self.held();
             return None;
         }
-        self.counters.hits.fetch_add(1, Relaxed);
         let time = apijet_response::now_ms();
         Some(match &entry.kept {
             Kept::Body { head, rows } => {
@@ -286,11 +439,19 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
     }
 
     /// A streamed answer, forwarded as it comes and kept when it ended whole within the
-    /// limit of one entry.
-    pub fn tee(self: &Arc<Self>, key: Key, stamp: S, mut rx: mpsc::Receiver<Chunk>) -> Answer {
+    /// limit of one entry. The readers waiting for it (`leading`) look again once it is kept,
+    /// or as soon as it cannot be: past the limit, failed, or its client left.
+    pub fn tee(
+        self: &Arc<Self>,
+        key: Key,
+        stamp: S,
+        mut rx: mpsc::Receiver<Chunk>,
+        leading: Option<Leading<S>>,
+    ) -> Answer {
         let (tx, out) = mpsc::channel(super::answer::STREAM_CHANNEL);
         let cache = Arc::clone(self);
         tokio::spawn(async move {
+            let mut leading = leading;
             let mut body: Option<Vec<u8>> = Some(Vec::new());
             let mut failed = false;
             while let Some(chunk) = rx.recv().await {
@@ -308,6 +469,10 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
                     Chunk::Fail(_) | Chunk::Cut(_) => failed = true,
                     Chunk::Statements(_) => {}
                 }
+                if body.is_none() || failed {
+                    // Nothing will be kept: the waiting readers read on their own now.
+                    leading = None;
+                }
                 if tx.send(chunk).await.is_err() {
                     // The client left: what it did not take is not a whole answer.
                     return;
@@ -316,6 +481,7 @@ impl<S: Copy + Send + Sync + 'static> AnswerCache<S> {
             if let (Some(body), false) = (body, failed) {
                 cache.keep_body(key, stamp, &body, 0);
             }
+            drop(leading);
         });
         Answer::Stream(out)
     }
@@ -364,89 +530,4 @@ impl std::io::Write for Counted {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kept_body_is_cut_before_its_time() {
-        let body =
-            br#"{"User":{"id":1},"ok":true,"code":200,"msg":"success","time":1700000000000}"#;
-        let head = head_of(body).expect("a successful envelope");
-        assert!(head.ends_with(b"\"time\":"));
-        assert_eq!(head_of(br#"{"ok":false,"code":400,"msg":"x"}"#), None);
-        assert_eq!(head_of(br#"{"a":"\"time\":1}"#), None);
-    }
-
-    fn cache(bytes: usize, ttl: Option<Duration>) -> Arc<AnswerCache<u64>> {
-        Arc::new(AnswerCache::new(bytes, true, ttl, Arc::default()).expect("a store"))
-    }
-
-    fn body(n: usize) -> Vec<u8> {
-        format!(
-            r#"{{"x":"{}","ok":true,"code":200,"msg":"success","time":1}}"#,
-            "a".repeat(n)
-        )
-        .into_bytes()
-    }
-
-    fn key(n: u32) -> Key {
-        Key(n.to_le_bytes().to_vec().into_boxed_slice())
-    }
-
-    #[test]
-    fn an_entry_is_given_until_what_it_read_moved() {
-        let c = cache(1 << 20, None);
-        c.keep_body(key(1), 7, &body(10), 1);
-        assert!(c.get(&key(1), |stamp| stamp != 7).is_some());
-        assert!(c.get(&key(1), |_| true).is_none(), "moved: dead");
-        assert!(c.get(&key(1), |_| false).is_none(), "and gone");
-        assert_eq!(c.counters.invalidations.load(Relaxed), 1);
-        assert_eq!(c.counters.hits.load(Relaxed), 1);
-        assert_eq!(c.counters.misses.load(Relaxed), 2);
-    }
-
-    #[test]
-    fn an_entry_expires_after_the_ttl() {
-        let c = cache(1 << 20, Some(Duration::from_millis(1)));
-        c.keep_body(key(1), 0, &body(10), 1);
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(c.get(&key(1), |_| false).is_none());
-    }
-
-    #[test]
-    fn the_store_stays_within_its_bytes_and_no_entry_past_its_limit_is_kept() {
-        let limit = 64 << 10;
-        let c = cache(limit, None);
-        c.keep_body(key(0), 0, &body(limit / 8), 1);
-        assert!(c.get(&key(0), |_| false).is_none(), "larger than an eighth");
-        for i in 1..2000 {
-            c.keep_body(key(i), 0, &body(500), 1);
-            assert!(c.bytes_held() <= limit as u64);
-        }
-        assert!(c.counters.evictions.load(Relaxed) > 0);
-    }
-
-    #[test]
-    fn a_store_with_room_evicts_nothing() {
-        let c = cache(64 << 20, None);
-        for i in 0..20_000 {
-            c.keep_body(key(i), 0, &body(200), 1);
-        }
-        for i in 0..20_000 {
-            c.keep_body(key(i % 1000), 0, &body(200), 1);
-        }
-        assert_eq!(c.counters.evictions.load(Relaxed), 0);
-    }
-
-    #[test]
-    fn a_hit_carries_the_time_of_its_own_answer() {
-        let c = cache(1 << 20, None);
-        c.keep_body(key(1), 0, &body(3), 1);
-        let Some(Answer::Bytes { body, .. }) = c.get(&key(1), |_| false) else {
-            panic!("a kept body");
-        };
-        let v: Json = serde_json::from_slice(&body).expect("JSON");
-        assert!(v["time"].as_u64().is_some_and(|t| t > 1));
-        assert_eq!(v["x"], "aaa");
-    }
-}
+mod tests;
