@@ -26,7 +26,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -54,14 +54,14 @@ pub struct Limits {
     pub trusted_proxies: Arc<TrustedProxies>,
 }
 
-tokio::task_local! {
-    /// The client whose request the task serves.
-    static CLIENT: ClientKey;
-}
-
-/// The client whose request is being answered (none outside a request).
+/// The client whose request is being answered (none outside a request): the holder of the
+/// request's watch, which the accept loop sets to the client's key. A task-local of its own
+/// was a second scope around every request, swapped in and out on each of its polls.
 pub fn client() -> Option<ClientKey> {
-    CLIENT.try_with(|c| *c).ok()
+    let id = apijet_exec::cancel::current().holder()?;
+    // The key's number is its address as IPv6 (IPv4 mapped into it), from which `of` gives
+    // the key back.
+    Some(ClientKey::of(IpAddr::V6(Ipv6Addr::from(id))))
 }
 
 /// Most 503 answers being written at once to connections over the cap.
@@ -474,7 +474,6 @@ impl Connection {
                 let closing = drain.is_draining() && req.version() <= hyper::Version::HTTP_11;
                 let clock = Arc::clone(&service_clock);
                 let call = tower::ServiceExt::oneshot(app.clone(), req.map(Body::new));
-                let call = CLIENT.scope(client, call);
                 let mut watch = apijet_exec::cancel::Watch::default().for_client(client.id());
                 if let Some(probe) = &probe {
                     watch = watch.with_client(Arc::clone(probe));
@@ -563,4 +562,32 @@ async fn refuse(mut tcp: TcpStream) {
         tcp.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client;
+    use crate::client::ClientKey;
+    use apijet_exec::cancel::{watched, Watch};
+
+    #[tokio::test]
+    async fn the_client_of_a_request_is_the_key_its_watch_holds() {
+        assert_eq!(client(), None, "outside a request");
+        for addr in [
+            "127.0.0.1",
+            "203.0.113.9",
+            "::ffff:198.51.100.7",
+            "2001:db8:1:2:3:4:5:6",
+            "::1",
+            "::",
+        ] {
+            let key = ClientKey::of(addr.parse().expect("an address"));
+            let watch = Watch::default().for_client(key.id());
+            assert_eq!(
+                watched(watch, async { client() }).await,
+                Some(key),
+                "{addr}"
+            );
+        }
+    }
 }

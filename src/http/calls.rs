@@ -13,7 +13,8 @@ use crate::pipeline::run::Origin;
 use crate::templates::Routed;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
@@ -41,6 +42,29 @@ pub async fn call_tag(
         body
     };
     answer_call(&s, &method, Some(&tag), &q, &headers, &body).await
+}
+
+/// The method of a `POST /{method}` call the middleware answers itself, without the router:
+/// an APIJSON method's name as the whole path, and no query. The router's matching, the URL
+/// parameters it stores and the extractors were a tenth of a point lookup's work, and such a
+/// call needs none of them: [`call_direct`] answers it by the same [`answer_call`] as the
+/// route's. Anything else (a query, an encoded name, every other path) goes through the router.
+pub(super) fn direct_method(parts: &Parts) -> Option<&str> {
+    if parts.method != Method::POST || parts.uri.query().is_some() {
+        return None;
+    }
+    let name = parts.uri.path().strip_prefix('/')?;
+    apijet_core::Method::from_url(name).map(|_| name)
+}
+
+/// `POST /{method}` as [`call`] answers it, for a call [`direct_method`] names.
+pub(super) async fn call_direct(
+    s: &Shared,
+    method: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    answer_call(s, method, None, &[], headers, body).await
 }
 
 /// The client of a call: the visitor its headers name, and who the client is.

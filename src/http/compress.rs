@@ -84,7 +84,7 @@ where
 
 /// The `Vary` the compression layer adds to an answer it would compress for a client that
 /// asks (its own test: not encoded already, not a range, and the default predicate).
-fn vary_as_compression(mut res: Response) -> Response {
+pub(super) fn vary_as_compression(mut res: Response) -> Response {
     let compressible = !res.headers().contains_key(header::CONTENT_ENCODING)
         && !res.headers().contains_key(header::CONTENT_RANGE)
         && default_predicate(&res);

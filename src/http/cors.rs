@@ -21,7 +21,8 @@ use tower::util::Oneshot;
 use tower::{Layer, ServiceExt};
 use tower_http::cors::CorsLayer;
 
-type Added = Arc<[(HeaderName, HeaderValue)]>;
+/// What CORS adds to every answer of a request without `Origin`, in its order.
+pub(super) type Added = Arc<[(HeaderName, HeaderValue)]>;
 
 /// `inner` behind `layer`, the layer run only where the request can change what it adds. Its
 /// parts are kept behind one `Arc`: the accept loop clones the whole stack for every request,
@@ -49,6 +50,11 @@ impl<S: Clone> CorsWhenAsked<S> {
             plain: inner,
         }))
     }
+
+    /// What the layer adds to the answer of a request without `Origin`.
+    pub fn added(&self) -> Added {
+        Arc::clone(&self.0.added)
+    }
 }
 
 /// The headers `layer` adds to an answer without headers, for a POST without `Origin`.
@@ -69,7 +75,7 @@ async fn added_without_origin(layer: &CorsLayer) -> Added {
 }
 
 /// Adds `added` to the answer as the CORS layer merges its headers.
-fn merge(mut res: Response, added: &[(HeaderName, HeaderValue)]) -> Response {
+pub(super) fn merge(mut res: Response, added: &[(HeaderName, HeaderValue)]) -> Response {
     let headers = res.headers_mut();
     let mut previous: Option<&HeaderName> = None;
     for (name, value) in added {

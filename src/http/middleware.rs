@@ -2,6 +2,7 @@
 //! and timeout, the cache metadata of answers read with credentials, and JSON envelopes for the
 //! refusals that happen before the APIJSON pipeline (413, 405, 404, an unparsable URL).
 
+use crate::app::AppState;
 use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
 use crate::observe::Facts;
@@ -144,15 +145,19 @@ impl std::fmt::Display for Known {
 /// [`json_refusals`] around [`read_body`]. One hand-written service instead of
 /// `axum::middleware::from_fn`, which boxes the inner service and its future once more for
 /// every request (its `Next`), and clones the inner service twice.
+/// `POST /{method}` without a query is answered here, after the body is read, by the
+/// route's own handler ([`super::calls::direct_method`]); every other request goes on to
+/// `inner`, the router.
 #[derive(Clone)]
 pub struct Around<S> {
     edge: Arc<Edge>,
+    app: Arc<AppState>,
     inner: S,
 }
 
 impl<S> Around<S> {
-    pub fn new(edge: Arc<Edge>, inner: S) -> Around<S> {
-        Around { edge, inner }
+    pub fn new(edge: Arc<Edge>, app: Arc<AppState>, inner: S) -> Around<S> {
+        Around { edge, app, inner }
     }
 }
 
@@ -174,9 +179,10 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let edge = Arc::clone(&self.edge);
+        let app = Arc::clone(&self.app);
         Box::pin(async move {
             Ok(observe(&edge, req, |req| async {
-                json_refusals(read_body(&edge, req, inner).await).await
+                json_refusals(read_body(&edge, &app, req, inner).await).await
             })
             .await)
         })
@@ -292,7 +298,7 @@ fn mark_private(response: &mut Response, credentials: bool) {
 
 /// Reads the whole body within `max_body_bytes` and `body_timeout_ms`, so that handlers get
 /// bytes and a slow or oversized upload is refused with an envelope before any work.
-async fn read_body<S>(edge: &Edge, req: Request, mut inner: S) -> Response
+async fn read_body<S>(edge: &Edge, app: &Arc<AppState>, req: Request, mut inner: S) -> Response
 where
     S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
@@ -379,6 +385,16 @@ where
         return too_big();
     }
     let bytes = Bytes::from(bytes);
+    if let Some(method) = super::calls::direct_method(&parts) {
+        // Boxed: the call's future is large, and the middleware's own is moved into its box.
+        return Box::pin(super::calls::call_direct(
+            app,
+            method,
+            &parts.headers,
+            &bytes,
+        ))
+        .await;
+    }
     let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
     req.extensions_mut().insert(ReadBody(bytes));
     answered(inner.call(req).await)

@@ -9,6 +9,7 @@ mod calls;
 mod compress;
 mod cors;
 mod drain;
+mod layers;
 mod middleware;
 mod ops;
 mod proxy_protocol;

@@ -4,6 +4,7 @@
 use super::compress::CompressWhenAsked;
 use super::cors::CorsWhenAsked;
 use super::drain::Drain;
+use super::layers::Layers;
 use super::middleware::{self, Edge};
 use super::ops::metrics_get;
 use super::routes::routes;
@@ -65,14 +66,19 @@ pub async fn serve(cfg: Config) -> Result<(), String> {
         &DefaultBodyLimit::max(cfg.max_body_bytes),
         routes(Arc::clone(&state), &cfg, &drain),
     );
-    let inner = middleware::Around::new(edge, routed);
+    let inner = middleware::Around::new(edge, Arc::clone(&state), routed);
     // gzip, br or zstd when the client asks (Accept-Encoding); streamed lists are
     // compressed chunk by chunk, so memory stays flat.
-    let compressed = CompressWhenAsked::new(inner);
-    let app = match middleware::cors(&cfg)? {
-        Some(layer) => tower::util::Either::Left(CorsWhenAsked::new(layer, compressed).await),
-        None => tower::util::Either::Right(compressed),
+    let compressed = CompressWhenAsked::new(inner.clone());
+    let (layered, cors_added) = match middleware::cors(&cfg)? {
+        Some(layer) => {
+            let cors = CorsWhenAsked::new(layer, compressed).await;
+            let added = cors.added();
+            (tower::util::Either::Left(cors), Some(added))
+        }
+        None => (tower::util::Either::Right(compressed), None),
     };
+    let app = Layers::new(layered, inner, cors_added);
     super::accept::run(
         listener,
         app,

@@ -5,6 +5,7 @@
 //! and the envelope's code and the one the access log reads are the same.
 
 use super::drain::Drain;
+use super::middleware::{Around, Edge};
 use super::routes::routes;
 use crate::app::AppState;
 use crate::config::Config;
@@ -287,4 +288,67 @@ async fn a_subscription_answers_what_its_get_answers_and_follows_a_write() {
         .post("/subscribe/gets", &json!({"User": {"id": 82001}}), None)
         .await;
     assert_eq!(refused["code"], 407, "{refused}");
+}
+
+/// Calls the middleware answers itself (`POST /{method}` without a query, after reading the
+/// body) answer as their route does: the same status, envelope and headers of the call, and
+/// every other request still reaches its route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_through_the_middleware_answer_as_their_routes_do() {
+    let s = started("middleware").await;
+    let edge = Arc::new(Edge {
+        metrics: Arc::clone(&s.state.pipeline.metrics),
+        max_body: 1 << 20,
+        body_timeout: Duration::from_secs(30),
+        slow: None,
+        server_timing: false,
+    });
+    let stack = Around::new(edge, Arc::clone(&s.state), s.routes.clone());
+    let ada = json!({"User": {"id": 82001}}).to_string();
+    let cases = [
+        ("/get", ada.clone()),
+        ("/head", ada.clone()),
+        ("/gets", ada.clone()),
+        (
+            "/get",
+            json!({"Moment[]": {"count": 3, "Moment": {"@order": "id+"}}}).to_string(),
+        ),
+        ("/get", json!({"Nosuch": {"id": 1}}).to_string()),
+        (
+            "/post",
+            json!({"Moment": {"content": "no login"}}).to_string(),
+        ),
+        ("/get", "[1, 2".to_string()),
+        ("/get?@explain=true", ada.clone()),
+        ("/get/User", json!({"id": 82001}).to_string()),
+        ("/nosuch", "{}".to_string()),
+        ("/GET", ada.clone()),
+    ];
+    let request = |uri: &str, body: &str| {
+        Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("a request")
+    };
+    let seen = |r: Response| async move {
+        let status = r.status();
+        let headers: Vec<_> = ["content-type", "x-apijet-statements", "x-apijet-cache"]
+            .into_iter()
+            .map(|h| r.headers().get(h).cloned())
+            .collect();
+        let bytes = r.into_body().collect().await.expect("a body").to_bytes();
+        let answer = serde_json::from_slice(&bytes).map_or(Value::Null, content);
+        (status, headers, answer)
+    };
+    for (uri, body) in cases {
+        let through = stack.clone().oneshot(request(uri, &body)).await;
+        let Ok(through) = through;
+        let routed = s.routes.clone().oneshot(request(uri, &body)).await;
+        let Ok(routed) = routed;
+        let (through, routed) = (seen(through).await, seen(routed).await);
+        assert_ne!(through.2, Value::Null, "{uri} {body}: a JSON answer");
+        assert_eq!(through, routed, "{uri} {body}");
+    }
 }

@@ -427,8 +427,12 @@ fn bind(prepared: &mut rusqlite::Statement<'_>, binds: &[Value]) -> Result<(), E
 /// Output columns of statements by SQL text, so that a statement run again does not read and
 /// classify its columns again. Bounded in entries and, as the statement cache is, in the
 /// length of the texts it keeps; emptied when the schema is read again.
+///
+/// Hashed with foldhash, seeded per process, as the statement caches are: SipHash over the
+/// text was a visible part of every statement run, and [`OUTPUTS`] bounds what colliding texts
+/// can cost.
 #[derive(Default)]
-struct Outputs(Mutex<HashMap<String, Arc<Output>>>);
+struct Outputs(Mutex<HashMap<String, Arc<Output>, foldhash::fast::RandomState>>);
 
 /// Statements whose output columns are kept.
 const OUTPUTS: usize = 1024;

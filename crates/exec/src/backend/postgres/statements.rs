@@ -50,7 +50,10 @@ pub struct PgConn {
 
 #[derive(Default)]
 struct Kept {
-    by_text: HashMap<String, (Statement, u64)>,
+    /// Hashed with foldhash, seeded per process: SipHash over the statement's text was a
+    /// visible part of every statement run, and at most [`STATEMENTS_KEPT`] texts are kept,
+    /// which bounds what colliding texts can cost.
+    by_text: HashMap<String, (Statement, u64), foldhash::fast::RandomState>,
     clock: u64,
 }
 
