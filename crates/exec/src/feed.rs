@@ -157,11 +157,7 @@ impl ChangeFeed<'_> {
             ChangeFeed::Table(backend) => return table_triggers(backend, tables, action),
         };
         let dialect = backend.dialect();
-        let quoted = |name: &str| {
-            let mut out = String::new();
-            dialect.quote(name, &mut out);
-            out
-        };
+        let quoted = |name: &str| dialect.quoted(name);
         let mut out = Vec::new();
         if action == Triggers::Install {
             out.push(format!(
@@ -315,11 +311,7 @@ fn literal(engine: Engine, text: &str) -> String {
 fn table_triggers(backend: &Backend, tables: &[String], action: Triggers) -> Vec<String> {
     let engine = backend.engine();
     let dialect = backend.dialect();
-    let quoted = |name: &str| {
-        let mut out = String::new();
-        dialect.quote(name, &mut out);
-        out
-    };
+    let quoted = |name: &str| dialect.quoted(name);
     let mut out = Vec::new();
     if action == Triggers::Install {
         let name_type = match engine {

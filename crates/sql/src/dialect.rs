@@ -10,6 +10,14 @@ pub trait Dialect: Send + Sync {
     /// Quotes an identifier.
     fn quote(&self, ident: &str, out: &mut String);
 
+    /// An identifier quoted, as a string of its own (for statements written once, not per
+    /// request).
+    fn quoted(&self, ident: &str) -> String {
+        let mut out = String::new();
+        self.quote(ident, &mut out);
+        out
+    }
+
     /// Writes a table of the values of a list bound as one JSON array text (bind number
     /// `n`): a derived table with the columns [`LIST_KEY`] (each value's position, from 0) and
     /// [`LIST_VALUE`] (the value, of `kind`, typed as a column of `compared` where the values
