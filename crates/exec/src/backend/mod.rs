@@ -1,6 +1,7 @@
 //! The three backends behind one enum, chosen once from the `--db` URL.
 
 mod mysql;
+mod mysql_errors;
 mod postgres;
 mod sqlite;
 mod sqlite_cells;
