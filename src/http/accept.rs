@@ -224,7 +224,7 @@ fn parse_refusal(status: u16) -> Vec<u8> {
         ),
         _ => ("Bad Request", "the request is not valid HTTP/1.1"),
     };
-    let body = super::middleware::envelope_bytes(status, msg);
+    let body = super::reply::envelope_bytes(status, msg);
     let mut out = format!(
         "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json; charset=utf-8\r\n\
          content-length: {}\r\nconnection: close\r\n\r\n",
@@ -550,8 +550,7 @@ fn client_probe(_tcp: &TcpStream) -> Option<apijet_exec::cancel::ClientProbe> {
 async fn refuse(mut tcp: TcpStream) {
     let mut buf = [0u8; 4096];
     let _ = tokio::time::timeout(Duration::from_millis(200), tcp.read(&mut buf)).await;
-    let body =
-        super::middleware::envelope_bytes(503, "too many connections: max_connections are open");
+    let body = super::reply::envelope_bytes(503, "too many connections: max_connections are open");
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
         body.len()

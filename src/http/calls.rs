@@ -2,9 +2,9 @@
 //! `GET /head/{json}` (with validators for revalidation), and `POST /router/{method}/{tag}`
 //! (`crate::templates`).
 
-use super::middleware::Sent;
+use super::accept;
 use super::reply::send;
-use super::{accept, middleware};
+use super::sent::Sent;
 use crate::app::AppState;
 use crate::observe::Facts;
 use crate::pipeline::answer::Answer;
@@ -114,7 +114,7 @@ pub async fn call_in_url(
     ) {
         // Only a known method's name is echoed: the path is the client's.
         let name = read.map_or("{method}", |_| method.as_str());
-        let mut r = middleware::refusal(
+        let mut r = super::reply::refusal(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!(
                 "GET serves only /get/… and /head/… (reads); send POST /{name} with the \

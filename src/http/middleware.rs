@@ -2,14 +2,16 @@
 //! and timeout, the cache metadata of answers read with credentials, and JSON envelopes for the
 //! refusals that happen before the APIJSON pipeline (413, 405, 404, an unparsable URL).
 
+use super::reply::refusal;
+use super::sent::ReadBody;
 use crate::app::AppState;
 use crate::config::Config;
 use crate::metrics::{method_index, Metrics};
 use crate::observe::Facts;
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request};
+use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http_body_util::BodyExt;
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,26 +33,6 @@ pub struct Edge {
 
 /// `x-request-id`
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-/// The envelope of an HTTP-level refusal with `status`, as bytes.
-pub fn envelope_bytes(status: u16, msg: &str) -> Vec<u8> {
-    serde_json::to_vec(&apijet_response::refusal(status, msg)).unwrap_or_default()
-}
-
-/// An HTTP-level refusal as an APIJSON envelope, with the HTTP status kept.
-pub fn refusal(status: StatusCode, msg: &str) -> Response {
-    let mut r = (
-        status,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        envelope_bytes(status.as_u16(), msg),
-    )
-        .into_response();
-    r.extensions_mut().insert(Facts {
-        code: status.as_u16(),
-        ..Facts::default()
-    });
-    r
-}
 
 /// The CORS layer, or none when `cors_origins` is empty. `*` echoes any origin and allows
 /// credentials, as the reference's demo does (`allowedOriginPatterns("*")`,
@@ -404,37 +386,6 @@ fn answered(r: Result<Response, Infallible>) -> Response {
     match r {
         Ok(r) => r,
         Err(never) => match never {},
-    }
-}
-
-/// The body [`read_body`] read, for [`Sent`] to take as it is (the request's body holds the
-/// same bytes, for the `Bytes` extractor of other handlers).
-#[derive(Clone)]
-struct ReadBody(Bytes);
-
-/// A call's headers and body, taken out of the request rather than copied: the `HeaderMap`
-/// extractor clones the headers and the `Bytes` one collects the body a second time.
-pub struct Sent {
-    pub headers: axum::http::HeaderMap,
-    pub body: Bytes,
-}
-
-impl<S: Send + Sync> FromRequest<S> for Sent {
-    type Rejection = Response;
-
-    async fn from_request(mut req: Request, state: &S) -> Result<Self, Response> {
-        if let Some(ReadBody(body)) = req.extensions_mut().remove::<ReadBody>() {
-            let (parts, _) = req.into_parts();
-            return Ok(Sent {
-                headers: parts.headers,
-                body,
-            });
-        }
-        let headers = req.headers().clone();
-        let body = Bytes::from_request(req, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        Ok(Sent { headers, body })
     }
 }
 

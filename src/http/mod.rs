@@ -15,6 +15,7 @@ mod ops;
 mod proxy_protocol;
 mod reply;
 mod routes;
+mod sent;
 mod serve;
 mod subscribe;
 

@@ -2,7 +2,6 @@
 //! `/openapi.json` (as the `openapi` setting says).
 
 use super::drain::Drain;
-use super::middleware;
 use super::reply::{failure_response, json_response};
 use crate::accounts::session::not_logged_in;
 use crate::app::AppState;
@@ -39,7 +38,7 @@ pub async fn reload(State(s): State<Shared>, headers: HeaderMap) -> Response {
 /// The answer of `/health` and `/ready` while the server drains: a balancer that checks either
 /// stops sending it requests.
 fn draining() -> Response {
-    middleware::refusal(
+    super::reply::refusal(
         StatusCode::SERVICE_UNAVAILABLE,
         "draining: the server is stopping (SIGTERM) and still answers for drain_ms; send new \
          requests to another instance",
@@ -88,11 +87,11 @@ async fn ready(State(s): State<Shared>) -> Response {
     .await;
     match checked {
         Ok(Ok(_)) => json_response(&apijet_response::success(serde_json::Map::new(), false)),
-        Ok(Err(e)) => middleware::refusal(
+        Ok(Err(e)) => super::reply::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("the database does not answer: {e}"),
         ),
-        Err(_) => middleware::refusal(
+        Err(_) => super::reply::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "the database did not answer within 5 s",
         ),
@@ -108,7 +107,7 @@ fn metrics(s: &AppState, headers: &HeaderMap, token: &str) -> Response {
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
         if !apijet_auth::constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
-            let mut r = middleware::refusal(
+            let mut r = super::reply::refusal(
                 StatusCode::UNAUTHORIZED,
                 "/metrics needs Authorization: Bearer with the metrics_token of this server",
             );
@@ -131,7 +130,7 @@ fn metrics(s: &AppState, headers: &HeaderMap, token: &str) -> Response {
 
 /// A route that the configuration keeps closed: 404, naming the setting.
 fn not_served(msg: &'static str) -> axum::routing::MethodRouter<Shared> {
-    get(move || async move { middleware::refusal(StatusCode::NOT_FOUND, msg) })
+    get(move || async move { super::reply::refusal(StatusCode::NOT_FOUND, msg) })
 }
 
 /// `GET /metrics`, behind `metrics_token` when it is set.

@@ -9,8 +9,8 @@ use crate::pipeline::answer::Answer;
 use apijet_response::stream::Chunk;
 use apijet_response::ApiError;
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderName, HeaderValue};
-use axum::response::Response;
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use futures_util::{stream, StreamExt};
 use std::sync::Arc;
 
@@ -164,5 +164,25 @@ pub async fn send(
     }
     cache_header(&mut r, &facts);
     r.extensions_mut().insert(facts);
+    r
+}
+
+/// The envelope of an HTTP-level refusal with `status`, as bytes.
+pub fn envelope_bytes(status: u16, msg: &str) -> Vec<u8> {
+    serde_json::to_vec(&apijet_response::refusal(status, msg)).unwrap_or_default()
+}
+
+/// An HTTP-level refusal as an APIJSON envelope, with the HTTP status kept.
+pub fn refusal(status: StatusCode, msg: &str) -> Response {
+    let mut r = (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        envelope_bytes(status.as_u16(), msg),
+    )
+        .into_response();
+    r.extensions_mut().insert(Facts {
+        code: status.as_u16(),
+        ..Facts::default()
+    });
     r
 }

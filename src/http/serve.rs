@@ -107,7 +107,7 @@ fn serve_metrics(listener: tokio::net::TcpListener, state: Shared, cfg: &Config)
     let app = Router::new()
         .route("/metrics", metrics_get(cfg))
         .fallback(|| async {
-            middleware::refusal(
+            super::reply::refusal(
                 StatusCode::NOT_FOUND,
                 "the metrics_listen address serves /metrics only",
             )
