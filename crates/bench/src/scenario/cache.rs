@@ -253,20 +253,7 @@ async fn body(ctx: &Ctx<'_>, r: &mut ScenarioReport) -> Result<(), String> {
 
 /// The cache's counters from `/metrics`.
 async fn cache_counters(addr: SocketAddr) -> Result<String, String> {
-    let mut client = Connection::new(addr);
-    let auth = format!("Bearer {METRICS_TOKEN}");
-    let mut text = Vec::new();
-    client
-        .request(
-            "GET",
-            "/metrics",
-            &[("Authorization", auth.as_str())],
-            b"",
-            &mut |b| text.extend_from_slice(b),
-        )
-        .await
-        .map_err(|e| format!("GET /metrics: {e}"))?;
-    let text = String::from_utf8_lossy(&text);
+    let text = super::metrics_text(addr, METRICS_TOKEN).await?;
     Ok(text
         .lines()
         .filter(|l| l.starts_with("apijet_answer_cache_"))

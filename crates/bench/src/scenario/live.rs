@@ -60,22 +60,9 @@ struct Refetches {
 async fn refetches(servers: &[Server]) -> Refetches {
     let mut total = Refetches::default();
     for s in servers {
-        let mut client = apijet_testkit::http::Connection::new(s.addr);
-        let mut text = Vec::new();
-        let auth = format!("Bearer {METRICS_TOKEN}");
-        let got = client
-            .request(
-                "GET",
-                "/metrics",
-                &[("Authorization", auth.as_str())],
-                b"",
-                &mut |b| text.extend_from_slice(b),
-            )
-            .await;
-        if got.is_err() {
+        let Ok(text) = super::metrics_text(s.addr, METRICS_TOKEN).await else {
             continue;
-        }
-        let text = String::from_utf8_lossy(&text);
+        };
         let value = |name: &str| -> f64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(&format!("{name} ")))

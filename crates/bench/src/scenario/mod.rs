@@ -290,6 +290,24 @@ pub async fn warm_up(
 }
 
 /// `part / whole`, or `None` when the whole is 0.
+/// The text of a server's `/metrics`, read with `token` (its `metrics_token`).
+pub async fn metrics_text(addr: SocketAddr, token: &str) -> Result<String, String> {
+    let mut client = Connection::new(addr);
+    let auth = format!("Bearer {token}");
+    let mut text = Vec::new();
+    client
+        .request(
+            "GET",
+            "/metrics",
+            &[("Authorization", auth.as_str())],
+            b"",
+            &mut |b| text.extend_from_slice(b),
+        )
+        .await
+        .map_err(|e| format!("GET /metrics: {e}"))?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
 pub fn ratio(part: f64, whole: f64) -> Option<f64> {
     (whole > 0.0 && part.is_finite()).then(|| part / whole)
 }
