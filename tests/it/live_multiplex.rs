@@ -63,6 +63,28 @@ fn config() -> String {
     )
 }
 
+/// Takes what each subscription was sent since its last answer and checks that it now equals
+/// its GET; how many answers were sent.
+fn catch_up(s: &Server, subs: &mut [(Value, Events, Value)]) -> usize {
+    let mut changed = 0;
+    for (form, events, last) in subs {
+        let now = s.post("/get", &form.to_string());
+        let mut seen = last.clone();
+        while let Some(e) = events.next(Duration::from_millis(1)) {
+            seen = e.json();
+            changed += 1;
+        }
+        if content(now.clone()) != content(seen.clone()) {
+            if let Some(e) = events.next(WAIT) {
+                seen = e.json();
+                changed += 1;
+            }
+        }
+        assert_eq!(content(seen), content(now), "{form}");
+    }
+    changed
+}
+
 /// Subscribes to `body` and checks that its first answer is its GET's.
 fn subscribe(s: &Server, body: &Value) -> (Value, Events, Value) {
     let text = body.to_string();
@@ -167,22 +189,7 @@ fn multiplexed_as_their_gets(s: &Server) {
     );
     assert_eq!(code(&r), 200, "{r}");
     std::thread::sleep(Duration::from_millis(1500));
-    let mut changed = 0;
-    for (form, events, last) in &mut subs {
-        let now = s.post("/get", &form.to_string());
-        let mut seen = last.clone();
-        while let Some(e) = events.next(Duration::from_millis(1)) {
-            seen = e.json();
-            changed += 1;
-        }
-        if content(now.clone()) != content(seen.clone()) {
-            if let Some(e) = events.next(WAIT) {
-                seen = e.json();
-                changed += 1;
-            }
-        }
-        assert_eq!(content(seen), content(now), "{form}");
-    }
+    let changed = catch_up(s, &mut subs);
     // Ada's list, as a number and as text.
     assert_eq!(changed, 2, "only Ada's lists changed");
 }
@@ -288,22 +295,7 @@ fn nested_as_their_gets(s: &Server) {
         .expect("a moment of Ada's");
     put_moment_content(&mut admin, moment, "multiplexed nested");
     std::thread::sleep(Duration::from_millis(1500));
-    let mut changed = 0;
-    for (form, events, last) in &mut subs {
-        let now = s.post("/get", &form.to_string());
-        let mut seen = last.clone();
-        while let Some(e) = events.next(Duration::from_millis(1)) {
-            seen = e.json();
-            changed += 1;
-        }
-        if content(now.clone()) != content(seen.clone()) {
-            if let Some(e) = events.next(WAIT) {
-                seen = e.json();
-                changed += 1;
-            }
-        }
-        assert_eq!(content(seen), content(now), "{form}");
-    }
+    let changed = catch_up(s, &mut subs);
     // Ada's page, by both of its subscribers.
     assert!(changed >= 2, "{changed} answers changed");
 }
