@@ -324,6 +324,44 @@ impl Drop for Tracked {
     }
 }
 
+/// What the accept loop serves: the routes with their layers, answering every request.
+pub trait App<B>:
+    tower::Service<
+        axum::extract::Request,
+        Response = axum::http::Response<B>,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<A, B> App<B> for A where
+    A: tower::Service<
+            axum::extract::Request,
+            Response = axum::http::Response<B>,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The body of an answer, as hyper sends it.
+pub trait AnswerBody:
+    http_body::Body<Data = axum::body::Bytes, Error: Into<axum::BoxError>> + Send + 'static
+{
+}
+
+impl<B> AnswerBody for B where
+    B: http_body::Body<Data = axum::body::Bytes, Error: Into<axum::BoxError>> + Send + 'static
+{
+}
+
 /// Serves `app` on `listener` until `stop` resolves, then lets requests in flight finish.
 pub async fn run<A, B>(
     listener: TcpListener,
@@ -333,17 +371,8 @@ pub async fn run<A, B>(
     drain: Arc<Drain>,
     stop: impl Future<Output = ()>,
 ) where
-    A: tower::Service<
-            axum::extract::Request,
-            Response = axum::http::Response<B>,
-            Error = std::convert::Infallible,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
-    A::Future: Send + 'static,
-    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
+    A: App<B>,
+    B: AnswerBody,
 {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let refusing = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
@@ -424,17 +453,8 @@ impl Connection {
         builder: &auto::Builder<TokioExecutor>,
         graceful: hyper_util::server::graceful::Watcher,
     ) where
-        A: tower::Service<
-                axum::extract::Request,
-                Response = axum::http::Response<B>,
-                Error = std::convert::Infallible,
-            > + Clone
-            + Send
-            + Sync
-            + 'static,
-        A::Future: Send + 'static,
-        B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
-        B::Error: Into<axum::BoxError>,
+        A: App<B>,
+        B: AnswerBody,
     {
         let limits = self.limits.clone();
         // A trusted proxy may start with a PROXY header naming the client.
