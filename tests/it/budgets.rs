@@ -205,11 +205,7 @@ fn echoed_values_are_not_kept_with_the_plans_and_memory_stays_flat_on_every_engi
         let mut send = |n: usize| {
             // A distinct anonymous request each time: one more shape, were echoes kept.
             let body = json!({"@x": echo, "@n": n, "User": {"id": 82002}});
-            let r = c
-                .post("/get", &body.to_string())
-                .expect("answer")
-                .json()
-                .expect("JSON");
+            let r = crate::support::post(&mut c, "/get", &body);
             assert_eq!(
                 code(&r),
                 200,
@@ -279,11 +275,7 @@ fn a_connection_keeps_at_most_256_prepared_statements_within_statement_cache_byt
         // 300 distinct short statements: the oldest are closed past 256.
         for n in 0..300 {
             let body = json!({"User": {"id": 82001, "@column": format!("id:a{n}")}});
-            let r = c
-                .post("/get", &body.to_string())
-                .expect("answer")
-                .json()
-                .expect("JSON");
+            let r = crate::support::post(&mut c, "/get", &body);
             assert_eq!(code(&r), 200, "{engine}: {r}");
         }
         let short = prepared_statements(&server);
@@ -291,11 +283,7 @@ fn a_connection_keeps_at_most_256_prepared_statements_within_statement_cache_byt
         for n in 0..100 {
             let columns: Vec<String> = (0..40).map(|i| format!("id:long{n}_{i}")).collect();
             let body = json!({"User": {"id": 82001, "@column": columns.join(",")}});
-            let r = c
-                .post("/get", &body.to_string())
-                .expect("answer")
-                .json()
-                .expect("JSON");
+            let r = crate::support::post(&mut c, "/get", &body);
             assert_eq!(code(&r), 200, "{engine}: {r}");
         }
         let long = prepared_statements(&server);
