@@ -2,7 +2,7 @@
 //! request entry and the HTTP handlers gather, the tables it names, the rows it answered.
 
 use crate::metrics::Metrics;
-use apijet_request::is_table_key;
+use apijet_request::{is_table_key, Node, Request};
 use serde_json::{Map, Value as Json};
 use std::time::Duration;
 
@@ -50,17 +50,39 @@ impl Facts {
     }
 }
 
-/// The tables a request names, for metrics (the first) and the access log (all of them,
-/// only when it is on).
-pub fn note_tables(metrics: &Metrics, map: &Map<String, Json>, facts: &mut Facts) {
-    let mut names = map.iter().flat_map(|(k, v)| {
+/// The keys of a parsed body that may name tables: its root keys, and the keys inside each
+/// list (`"[]": {"User": …}`).
+pub fn body_names(map: &Map<String, Json>) -> impl Iterator<Item = &str> {
+    map.iter().flat_map(|(k, v)| {
         let inner = (k.ends_with("[]"))
             .then(|| v.as_object())
             .flatten()
             .into_iter()
             .flat_map(|m| m.keys());
-        std::iter::once(k).chain(inner)
-    });
+        std::iter::once(k).chain(inner).map(String::as_str)
+    })
+}
+
+/// The keys of a request tree that may name tables, as [`body_names`] reads them from its
+/// body (members that ask for nothing, `null` or a list with nothing to list, are not in the
+/// tree, and name no table here).
+pub fn tree_names(req: &Request) -> impl Iterator<Item = &str> {
+    req.root.members.iter().flat_map(|m| {
+        let inner = match &m.node {
+            Node::Array(a) => a.items.members.as_slice(),
+            _ => &[],
+        };
+        std::iter::once(m).chain(inner).map(|m| m.key.as_str())
+    })
+}
+
+/// The tables a request names, for metrics (the first) and the access log (all of them,
+/// only when it is on), from [`body_names`] or [`tree_names`].
+pub fn note_tables<'a>(
+    metrics: &Metrics,
+    mut names: impl Iterator<Item = &'a str>,
+    facts: &mut Facts,
+) {
     fn table(k: &str) -> Option<&str> {
         // `trim_end_matches("[]")` and `split([':', '-'])`, by bytes: the generic string
         // searchers cost more than the rest of this function.
@@ -128,7 +150,7 @@ mod tests {
 
     #[test]
     fn the_table_of_a_key_is_its_name_without_brackets_alias_or_suffix() {
-        use super::{note_tables, Facts};
+        use super::{body_names, note_tables, tree_names, Facts};
         use crate::metrics::Metrics;
         let metrics = Metrics::new(["User", "Comment"].into_iter());
         for (key, table) in [
@@ -142,11 +164,16 @@ mod tests {
             ("user", None),
             ("@explain", None),
         ] {
-            let map = serde_json::json!({ key: {} });
+            let map = serde_json::json!({ key: {"id": 1} });
+            let map = map.as_object().expect("an object");
             let mut facts = Facts::default();
-            note_tables(&metrics, map.as_object().expect("an object"), &mut facts);
+            note_tables(&metrics, body_names(map), &mut facts);
             let expected = table.map(|t| metrics.table_index(t));
             assert_eq!(facts.table, expected, "{key}");
+            let req = apijet_request::Request::from_map(map.clone()).expect("a request");
+            let mut facts = Facts::default();
+            note_tables(&metrics, tree_names(&req), &mut facts);
+            assert_eq!(facts.table, expected, "{key} in the tree");
         }
     }
 

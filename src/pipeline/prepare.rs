@@ -112,6 +112,17 @@ impl Pipeline {
     ) -> Result<Prepared, ApiError> {
         let method = Method::from_url(call.method)
             .ok_or_else(|| ApiError::UnknownMethod(call.method.to_string()))?;
+        let visitor = client.visitor.as_ref();
+        if let Some(bytes) = call.tree_text(method, visitor) {
+            let started = facts.clock();
+            let req = apijet_request::parse(bytes)?;
+            facts.parse = started.map(|t| t.elapsed());
+            crate::observe::note_tables(&self.metrics, crate::observe::tree_names(&req), facts);
+            return Ok(Prepared {
+                snapshot: self.snapshot(),
+                asked: self.shaped(method, req)?,
+            });
+        }
         let mut map = match call.body {
             Body::Sent(bytes) => {
                 let started = facts.clock();
@@ -128,8 +139,7 @@ impl Pipeline {
             let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.clone()));
             map.insert(k.clone(), value);
         }
-        crate::observe::note_tables(&self.metrics, &map, facts);
-        let visitor = client.visitor.as_ref();
+        crate::observe::note_tables(&self.metrics, crate::observe::body_names(&map), facts);
         check_login_schema(visitor, &map, &self.options)?;
         if !method.is_public() && visitor.is_none() {
             // Every private method needs a login before anything else (§13.2).
@@ -208,13 +218,7 @@ impl Pipeline {
             } else {
                 verify(body, &context)?.request
             };
-            let mut req = Request::from_map(body)?;
-            let values = take_values(&mut req, &self.options.expr)?;
-            return Ok(Asked::Read(Shaped {
-                method,
-                req,
-                values,
-            }));
+            return self.shaped(method, Request::from_map(body)?);
         }
         let verified = verify(body, &context)?;
         Ok(Asked::Write(Writing {
@@ -223,6 +227,32 @@ impl Pipeline {
             checks: verified.checks,
             trusted: false,
         }))
+    }
+}
+
+impl Pipeline {
+    /// A read with its condition values taken out into slots.
+    fn shaped(&self, method: Method, mut req: Request) -> Result<Asked, ApiError> {
+        let values = take_values(&mut req, &self.options.expr)?;
+        Ok(Asked::Read(Shaped {
+            method,
+            req,
+            values,
+        }))
+    }
+}
+
+impl Call<'_> {
+    /// The body's text, when it can be read straight into the request tree with no JSON map
+    /// in between: a GET or HEAD (nothing verifies it, and verification reads a map) sent as
+    /// text, with no tag shortcut or URL parameters to merge into it, by a visitor whose login
+    /// does not name a schema this server does not serve (whose check reads the map's keys).
+    fn tree_text(&self, method: Method, visitor: Option<&Visitor>) -> Option<&[u8]> {
+        let Body::Sent(bytes) = self.body else {
+            return None;
+        };
+        let plain = method.is_public() && self.tag.is_none() && self.query.is_empty();
+        (plain && visitor.is_none_or(|v| v.foreign_schema.is_none())).then_some(bytes)
     }
 }
 

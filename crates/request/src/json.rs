@@ -7,26 +7,30 @@
 
 use crate::RequestError;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// Parses a request body: JSON text, optionally with comments, whose top level is an object.
 pub fn parse_body(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| RequestError::InvalidJson("the body is not UTF-8 text".into()))?;
-    let cleaned;
-    let text = if text.contains('/') {
-        cleaned = blank_comments(text);
-        cleaned.as_str()
-    } else {
-        text
-    };
-    if text.trim().is_empty() {
-        return Err(RequestError::InvalidJson("the body is empty".into()));
-    }
-    match serde_json::from_str::<Value>(text) {
+    match serde_json::from_str::<Value>(&text(body)?) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(RequestError::NotAnObject),
         Err(e) => Err(RequestError::InvalidJson(e.to_string())),
     }
+}
+
+/// A body's JSON text: UTF-8, not blank, its comments blanked out.
+pub(crate) fn text(body: &[u8]) -> Result<Cow<'_, str>, RequestError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| RequestError::InvalidJson("the body is not UTF-8 text".into()))?;
+    let text = if text.contains('/') {
+        Cow::Owned(blank_comments(text))
+    } else {
+        Cow::Borrowed(text)
+    };
+    if text.trim().is_empty() {
+        return Err(RequestError::InvalidJson("the body is empty".into()));
+    }
+    Ok(text)
 }
 
 /// Replaces `//…` and `/*…*/` outside string literals with spaces (newlines are kept).

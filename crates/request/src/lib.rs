@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+mod classify;
 mod json;
 mod key;
 mod tree;
@@ -44,7 +45,13 @@ pub enum RequestError {
     },
 }
 
-/// Parses a body into a request tree.
+/// Parses a body into a request tree: read straight from the text, or, when the text repeats a
+/// key in one object, has a large object or is not a JSON object, through a map, which keeps
+/// serde_json's semantics for repeated keys and names the error.
 pub fn parse(body: &[u8]) -> Result<Request, RequestError> {
-    Request::from_map(parse_body(body)?)
+    let text = json::text(body)?;
+    match classify::from_text(&text) {
+        Some(req) => Ok(req),
+        None => Request::from_map(json::parse_body(body)?),
+    }
 }

@@ -4,7 +4,7 @@
 //! function call, a keyword or a plain value by its spelling and its value's JSON type. Whether a
 //! table or column exists is not known here; that is the planner's question.
 
-use crate::key::{is_table_key, ArrayKey, ConditionKey, TableKey};
+use crate::key::{ArrayKey, ConditionKey, TableKey};
 use crate::RequestError;
 use serde_json::{Map, Value};
 
@@ -167,31 +167,7 @@ pub struct Request {
 impl Request {
     /// Classifies every key of a parsed body.
     pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
-        let mut req = Request::default();
-        // Most requests have neither a request key nor a null member: their map is the root
-        // as it is, not copied into another one key by key.
-        let root_as_is = map
-            .iter()
-            .all(|(k, v)| !v.is_null() && !is_request_key(k, v));
-        let root = if root_as_is {
-            map
-        } else {
-            let mut root = Map::new();
-            for (k, v) in map.into_iter().filter(present) {
-                match k.as_str() {
-                    "tag" => req.tag = v.as_str().map(str::to_string).or(Some(v.to_string())),
-                    "version" => req.version = Some(v),
-                    "format" => req.format = v.as_bool().unwrap_or(false),
-                    _ if is_request_key(&k, &v) => req.globals.push((k[1..].to_string(), v)),
-                    _ => {
-                        root.insert(k, v);
-                    }
-                }
-            }
-            root
-        };
-        req.root = container(root, "")?;
-        Ok(req)
+        crate::classify::from_map(map)
     }
 
     /// The value of a root `@keyword`.
@@ -204,186 +180,8 @@ impl TableObject {
     /// Classifies the keys of a table object given on its own (e.g. the ON object of `join`'s
     /// object form, planned on the joined table).
     pub fn from_map(key: TableKey, map: Map<String, Value>) -> Result<TableObject, RequestError> {
-        table(key, map, "")
+        crate::classify::table_from_map(key, map)
     }
-}
-
-/// Whether a root member is about the request rather than part of its tree: `tag`,
-/// `version`, `format`, or a global `@keyword` (not a `key@` reference, not an object).
-fn is_request_key(k: &str, v: &Value) -> bool {
-    matches!(k, "tag" | "version" | "format")
-        || (k.starts_with('@') && !k.ends_with('@') && !v.is_object())
-}
-
-/// Whether a member counts: a key whose value is JSON `null` is skipped wherever the reference
-/// parses an object (AbstractObjectParser: `if (value == null) continue;`), so `"Chain": null`
-/// as the first key of `[]` or `"k$": null` in a table object ask for nothing.
-fn present((_, value): &(String, Value)) -> bool {
-    !value.is_null()
-}
-
-fn container(map: Map<String, Value>, path: &str) -> Result<Container, RequestError> {
-    let mut members = Vec::with_capacity(map.len());
-    for (key, value) in map.into_iter().filter(present) {
-        let node = member_node(&key, value, path)?;
-        if asks_nothing(&node) {
-            continue;
-        }
-        members.push(Member { key, node });
-    }
-    Ok(Container { members })
-}
-
-/// An array with nothing to list (`"[]": {"count": 5, "page": 3}`, as APIAuto's random
-/// configs write them) is skipped as the reference skips it: no key in the answer, and no
-/// first-child rule.
-fn asks_nothing(node: &Node) -> bool {
-    matches!(node, Node::Array(a) if a.items.members.is_empty())
-}
-
-fn child_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}/{key}")
-    }
-}
-
-fn member_node(key: &str, value: Value, path: &str) -> Result<Node, RequestError> {
-    if key.ends_with("()") {
-        return Ok(Node::Function(value_text(&value)));
-    }
-    if let Some(name) = key.strip_suffix('@') {
-        return Ok(match value {
-            Value::Object(m) => Node::Subquery(Box::new(subquery(m, &child_path(path, name))?)),
-            other => Node::Reference(value_text(&other)),
-        });
-    }
-    if let Some(ak) = ArrayKey::parse(key) {
-        if let Value::Object(m) = value {
-            return Ok(Node::Array(Box::new(array(ak, m, &child_path(path, key))?)));
-        }
-        return Ok(Node::Value(value));
-    }
-    if let Some(tk) = TableKey::parse(key) {
-        if let Value::Object(m) = value {
-            return Ok(Node::Table(table(tk, m, &child_path(path, key))?));
-        }
-    }
-    Ok(Node::Value(value))
-}
-
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn array(key: ArrayKey, map: Map<String, Value>, path: &str) -> Result<ArrayObject, RequestError> {
-    let mut arr = ArrayObject {
-        key,
-        count: None,
-        page: None,
-        query: None,
-        compat: None,
-        join: None,
-        items: Container::default(),
-    };
-    let mut rest = Map::new();
-    for (k, v) in map.into_iter().filter(present) {
-        match k.as_str() {
-            "count" => arr.count = Some(v),
-            "page" => arr.page = Some(v),
-            "query" => arr.query = Some(v),
-            "compat" => arr.compat = Some(v),
-            "join" => arr.join = Some(v),
-            _ => {
-                rest.insert(k, v);
-            }
-        }
-    }
-    arr.items = container(rest, path)?;
-    Ok(arr)
-}
-
-fn subquery(map: Map<String, Value>, path: &str) -> Result<SubqueryObject, RequestError> {
-    let mut sq = SubqueryObject {
-        from: None,
-        range: None,
-        count: None,
-        page: None,
-        join: None,
-        with: None,
-        items: Container::default(),
-    };
-    let mut rest = Map::new();
-    for (k, v) in map.into_iter().filter(present) {
-        match k.as_str() {
-            "from" => sq.from = Some(value_text(&v)),
-            "with" => sq.with = Some(v),
-            "range" => sq.range = Some(v),
-            "count" => sq.count = Some(v),
-            "page" => sq.page = Some(v),
-            "join" => sq.join = Some(v),
-            _ => {
-                rest.insert(k, v);
-            }
-        }
-    }
-    sq.items = container(rest, path)?;
-    Ok(sq)
-}
-
-fn table(key: TableKey, map: Map<String, Value>, path: &str) -> Result<TableObject, RequestError> {
-    let mut entries = Vec::with_capacity(map.len());
-    for (k, v) in map.into_iter().filter(present) {
-        let entry = if k == "@from@" {
-            match v {
-                Value::Object(m) => TableEntry::FromSubquery(Box::new(subquery(m, path)?)),
-                other => TableEntry::Keyword {
-                    name: "from@".into(),
-                    value: other,
-                },
-            }
-        } else if let Some(name) = k.strip_prefix('@') {
-            TableEntry::Keyword {
-                name: name.to_string(),
-                value: v,
-            }
-        } else if k.ends_with("()") {
-            TableEntry::Function {
-                key: k,
-                call: value_text(&v),
-            }
-        } else if (ArrayKey::parse(&k).is_some() || is_table_key(&k)) && v.is_object() {
-            let node = member_node(&k, v, path)?;
-            if asks_nothing(&node) {
-                continue;
-            }
-            TableEntry::Child(Box::new(Member { node, key: k }))
-        } else {
-            let ck = ConditionKey::parse(&k)?;
-            if ck.reference {
-                match v {
-                    Value::Object(m) => TableEntry::SubqueryCondition {
-                        key: ck,
-                        subquery: Box::new(subquery(m, path)?),
-                    },
-                    other => TableEntry::RefCondition {
-                        key: ck,
-                        path: value_text(&other),
-                    },
-                }
-            } else if v.is_object() {
-                TableEntry::Echo { key: k, value: v }
-            } else {
-                TableEntry::Condition { key: ck, value: v }
-            }
-        };
-        entries.push(entry);
-    }
-    Ok(TableObject { key, entries })
 }
 
 #[cfg(test)]
