@@ -46,22 +46,23 @@ fn table(t: &mut TableObject, slots: &mut Slots) {
         .entries
         .iter()
         .any(|e| matches!(e, TableEntry::Keyword { name, .. } if name == "raw"));
-    let entries = std::mem::take(&mut t.entries);
-    t.entries = entries
-        .into_iter()
-        .map(|e| match e {
-            TableEntry::Condition { key, value } if !raw => {
-                slots.push(value);
-                TableEntry::Slot {
-                    key,
-                    slot: slots.len() - 1,
+    for e in &mut t.entries {
+        match e {
+            TableEntry::Condition { .. } if !raw => {
+                let hole = TableEntry::Echo {
+                    key: String::new(),
+                    value: serde_json::Value::Null,
+                };
+                if let TableEntry::Condition { key, value } = std::mem::replace(e, hole) {
+                    slots.push(value);
+                    *e = TableEntry::Slot {
+                        key,
+                        slot: slots.len() - 1,
+                    };
                 }
             }
-            TableEntry::Child(mut m) => {
-                member(&mut m, slots);
-                TableEntry::Child(m)
-            }
-            other => other,
-        })
-        .collect();
+            TableEntry::Child(m) => member(m, slots),
+            _ => {}
+        }
+    }
 }
