@@ -85,16 +85,17 @@ pub fn note_tables<'a>(
 ) {
     fn table(k: &str) -> Option<&str> {
         // `trim_end_matches("[]")` and `split([':', '-'])`, by bytes: the generic string
-        // searchers cost more than the rest of this function.
-        let mut k = k.as_bytes();
-        while let Some(rest) = k.strip_suffix(b"[]") {
-            k = rest;
+        // searchers cost more than the rest of this function. Every byte looked for is
+        // ASCII, so each cut is at a character boundary.
+        let mut end = k.len();
+        while k.as_bytes()[..end].ends_with(b"[]") {
+            end -= 2;
         }
-        let end = k
+        let end = k.as_bytes()[..end]
             .iter()
             .position(|&b| b == b':' || b == b'-')
-            .unwrap_or(k.len());
-        let k = std::str::from_utf8(&k[..end]).ok()?;
+            .unwrap_or(end);
+        let k = k.get(..end)?;
         is_table_key(k).then_some(k)
     }
     if tracing::enabled!(tracing::Level::INFO) {

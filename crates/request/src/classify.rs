@@ -57,12 +57,22 @@ impl Cx {
 
 /// Reads body text straight into a request tree; `None` when it must be read through a map.
 pub(crate) fn from_text(text: &str) -> Option<Request> {
+    direct(serde_json::Deserializer::from_str(text))
+}
+
+/// [`from_text`] of bytes without comments.
+pub(crate) fn from_slice(bytes: &[u8]) -> Option<Request> {
+    direct(serde_json::Deserializer::from_slice(bytes))
+}
+
+fn direct<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+) -> Option<Request> {
     let mut cx = Cx {
         stop: None,
         direct: true,
         depth: 0,
     };
-    let mut de = serde_json::Deserializer::from_str(text);
     let req = RootSeed { cx: &mut cx }.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(req)
@@ -415,10 +425,10 @@ fn value_text(v: Value) -> String {
 
 fn array<'de, A: MapAccess<'de>>(
     key: ArrayKey,
-    mut map: A,
+    map: A,
     cx: &mut Cx,
 ) -> Result<Box<ArrayObject>, A::Error> {
-    let mut arr = Box::new(ArrayObject {
+    let arr = Box::new(ArrayObject {
         key,
         count: None,
         page: None,
@@ -427,33 +437,11 @@ fn array<'de, A: MapAccess<'de>>(
         join: None,
         items: Container::default(),
     });
-    let mut seen = Seen::new();
-    while let Some(k) = map.next_key_seed(KeySeed)? {
-        seen.note(&k, cx)?;
-        let field = match &*k {
-            "count" => &mut arr.count,
-            "page" => &mut arr.page,
-            "query" => &mut arr.query,
-            "compat" => &mut arr.compat,
-            "join" => &mut arr.join,
-            _ => {
-                let got = next(&mut map, member_build(&k), cx)?;
-                push_member(&mut arr.items, k, got);
-                continue;
-            }
-        };
-        if let Some(v) = next_value(&mut map)? {
-            *field = Some(v);
-        }
-    }
-    Ok(arr)
+    members(arr, map, cx)
 }
 
-fn subquery<'de, A: MapAccess<'de>>(
-    mut map: A,
-    cx: &mut Cx,
-) -> Result<Box<SubqueryObject>, A::Error> {
-    let mut sq = Box::new(SubqueryObject {
+fn subquery<'de, A: MapAccess<'de>>(map: A, cx: &mut Cx) -> Result<Box<SubqueryObject>, A::Error> {
+    let sq = Box::new(SubqueryObject {
         from: None,
         range: None,
         count: None,
@@ -462,32 +450,88 @@ fn subquery<'de, A: MapAccess<'de>>(
         with: None,
         items: Container::default(),
     });
+    members(sq, map, cx)
+}
+
+/// An object of named fields and a container of the rest: an array's or a subquery's.
+trait Fields {
+    /// The fields' names.
+    const NAMES: &'static [&'static str];
+    /// Sets the field named `NAMES[i]`.
+    fn set(&mut self, i: usize, value: Value);
+    /// The container of the other members.
+    fn items(&mut self) -> &mut Container;
+}
+
+impl Fields for ArrayObject {
+    const NAMES: &'static [&'static str] = &["count", "page", "query", "compat", "join"];
+
+    fn set(&mut self, i: usize, value: Value) {
+        let field = [
+            &mut self.count,
+            &mut self.page,
+            &mut self.query,
+            &mut self.compat,
+            &mut self.join,
+        ];
+        if let Some(field) = field.into_iter().nth(i) {
+            *field = Some(value);
+        }
+    }
+
+    fn items(&mut self) -> &mut Container {
+        &mut self.items
+    }
+}
+
+impl Fields for SubqueryObject {
+    const NAMES: &'static [&'static str] = &["from", "with", "range", "count", "page", "join"];
+
+    fn set(&mut self, i: usize, value: Value) {
+        if i == 0 {
+            self.from = Some(value_text(value));
+            return;
+        }
+        let field = [
+            &mut self.with,
+            &mut self.range,
+            &mut self.count,
+            &mut self.page,
+            &mut self.join,
+        ];
+        if let Some(field) = field.into_iter().nth(i - 1) {
+            *field = Some(value);
+        }
+    }
+
+    fn items(&mut self) -> &mut Container {
+        &mut self.items
+    }
+}
+
+/// Reads the members of an array's or a subquery's object into it; boxed, as the tree keeps
+/// it, so that a level of nesting costs the stack no more than it must.
+fn members<'de, T: Fields, A: MapAccess<'de>>(
+    mut obj: Box<T>,
+    mut map: A,
+    cx: &mut Cx,
+) -> Result<Box<T>, A::Error> {
     let mut seen = Seen::new();
     while let Some(k) = map.next_key_seed(KeySeed)? {
         seen.note(&k, cx)?;
-        let field = match &*k {
-            "from" => {
+        match T::NAMES.iter().position(|f| *f == k) {
+            Some(i) => {
                 if let Some(v) = next_value(&mut map)? {
-                    sq.from = Some(value_text(v));
+                    obj.set(i, v);
                 }
-                continue;
             }
-            "with" => &mut sq.with,
-            "range" => &mut sq.range,
-            "count" => &mut sq.count,
-            "page" => &mut sq.page,
-            "join" => &mut sq.join,
-            _ => {
+            None => {
                 let got = next(&mut map, member_build(&k), cx)?;
-                push_member(&mut sq.items, k, got);
-                continue;
+                push_member(obj.items(), k, got);
             }
-        };
-        if let Some(v) = next_value(&mut map)? {
-            *field = Some(v);
         }
     }
-    Ok(sq)
+    Ok(obj)
 }
 
 fn table<'de, A: MapAccess<'de>>(

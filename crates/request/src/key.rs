@@ -17,10 +17,11 @@ impl TableKey {
         if !is_table_key(key) {
             return None;
         }
-        Some(match key.split_once(':') {
-            Some((t, a)) => TableKey {
-                table: t.to_string(),
-                alias: Some(a.to_string()),
+        // By bytes: `:` is ASCII, so its place is a character boundary.
+        Some(match key.bytes().position(|b| b == b':') {
+            Some(at) => TableKey {
+                table: key[..at].to_string(),
+                alias: Some(key[at + 1..].to_string()),
             },
             None => TableKey {
                 table: key.to_string(),
@@ -45,10 +46,25 @@ impl TableKey {
 
 /// `^[A-Z][0-9A-Za-z_.:]*$` (JSONMap.isTableKey).
 pub fn is_table_key(key: &str) -> bool {
-    let mut chars = key.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_uppercase())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == ':')
+    // By bytes, through a table: every character it allows is ASCII, and every byte of any
+    // other is not; every request asks this of its keys more than once.
+    let [first, rest @ ..] = key.as_bytes() else {
+        return false;
+    };
+    first.is_ascii_uppercase() && rest.iter().all(|&b| TABLE_KEY_BYTES[usize::from(b)])
 }
+
+/// The bytes a table key may have after its first.
+const TABLE_KEY_BYTES: [bool; 256] = {
+    let mut bytes = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        bytes[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b':';
+        b += 1;
+    }
+    bytes
+};
 
 /// `^[A-Za-z_][0-9A-Za-z_]*$`: a plain column or identifier name.
 pub fn is_name(s: &str) -> bool {

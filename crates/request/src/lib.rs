@@ -49,8 +49,14 @@ pub enum RequestError {
 /// key in one object, has a large object or is not a JSON object, through a map, which keeps
 /// serde_json's semantics for repeated keys and names the error.
 pub fn parse(body: &[u8]) -> Result<Request, RequestError> {
-    let text = json::text(body)?;
-    match classify::from_text(&text) {
+    // Without a `/` there is no comment to blank: the bytes are read as they are (serde_json
+    // checks the UTF-8 of each string it reads; anything else not UTF-8 is not JSON).
+    let direct = if body.contains(&b'/') {
+        json::text(body).ok().and_then(|t| classify::from_text(&t))
+    } else {
+        classify::from_slice(body)
+    };
+    match direct {
         Some(req) => Ok(req),
         None => Request::from_map(json::parse_body(body)?),
     }

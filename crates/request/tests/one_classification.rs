@@ -80,24 +80,31 @@ fn key() -> impl Strategy<Value = String> {
     prop::sample::select(KEYS).prop_map(str::to_string)
 }
 
+/// Values of every JSON type, strings that look like paths, comments and tables among them.
+const LEAVES: &[&str] = &[
+    "null",
+    "true",
+    "false",
+    "0",
+    "-7",
+    "18446744073709551615",
+    "1.5e300",
+    "-0.25",
+    "\"/Moment/userId\"",
+    "\"a//b/*c*/\"",
+    "\"ANY\"",
+    "\"User\"",
+    "\"id,name\"",
+    "\"\\u00e9\\n\"",
+    "[]",
+    "[1,\"a\",null,{\"k\":[2]}]",
+    "{}",
+];
+
 fn leaf() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("null".to_string()),
-        Just("true".to_string()),
-        Just("false".to_string()),
+        prop::sample::select(LEAVES).prop_map(str::to_string),
         any::<i64>().prop_map(|n| n.to_string()),
-        Just("18446744073709551615".to_string()),
-        Just("1.5e300".to_string()),
-        Just("-0.25".to_string()),
-        Just("\"/Moment/userId\"".to_string()),
-        Just("\"a//b/*c*/\"".to_string()),
-        Just("\"ANY\"".to_string()),
-        Just("\"User\"".to_string()),
-        Just("\"id,name\"".to_string()),
-        Just("\"\\u00e9\\n\"".to_string()),
-        Just("[]".to_string()),
-        Just("[1,\"a\",null,{\"k\":[2]}]".to_string()),
-        Just("{}".to_string()),
     ]
 }
 
@@ -213,4 +220,27 @@ fn objects_of_many_keys_give_the_same_tree() {
         printed(parse(body.as_bytes())),
         printed(through_map(body.as_bytes()))
     );
+}
+
+#[test]
+fn bodies_that_are_not_utf8_json_objects_are_refused_alike() {
+    let bodies: [&[u8]; 8] = [
+        b"{\"User\":{\"name\":\"\xff\"}}",
+        b"{\"User\":{\"name\":\"a\"}}\xff",
+        b"{\"Us\xc3\xa9r\":{\"n\xc3\xa9\":\"\xc3\xa9\"}}",
+        b"{\"User\":{\"name\":\"a\"}} /* \xff */",
+        b"",
+        b"  \n ",
+        b"// only a comment",
+        b"\"User\"",
+    ];
+    for body in bodies {
+        assert_eq!(
+            printed(parse(body)),
+            printed(through_map(body)),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    assert!(printed(parse(bodies[0])).contains("not UTF-8"));
 }
