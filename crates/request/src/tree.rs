@@ -1,8 +1,9 @@
 //! The typed request tree: every key of the client's JSON classified, nothing resolved.
 //!
 //! Classification follows protocol §3: a key is a table, an array, a reference, a subquery, a
-//! function call, a keyword or a plain value by its spelling and its value's JSON type. Whether a
-//! table or column exists is not known here; that is the planner's question.
+//! function call, a keyword or a plain value by its spelling and its value's JSON type (the
+//! classification is `classify.rs`, one for a body's text and an object already parsed). Whether
+//! a table or column exists is not known here; that is the planner's question.
 
 use crate::key::{ArrayKey, ConditionKey, TableKey};
 use crate::RequestError;
