@@ -50,59 +50,68 @@ impl Facts {
     }
 }
 
-/// The keys of a parsed body that may name tables: its root keys, and the keys inside each
-/// list (`"[]": {"User": …}`).
-pub fn body_names(map: &Map<String, Json>) -> impl Iterator<Item = &str> {
-    map.iter().flat_map(|(k, v)| {
-        let inner = (k.ends_with("[]"))
-            .then(|| v.as_object())
-            .flatten()
-            .into_iter()
-            .flat_map(|m| m.keys());
-        std::iter::once(k).chain(inner).map(String::as_str)
-    })
+/// The tables a parsed body names: by its root keys, and the keys inside each list
+/// (`"[]": {"User": …}`).
+pub fn body_tables(map: &Map<String, Json>) -> impl Iterator<Item = &str> {
+    map.iter()
+        .flat_map(|(k, v)| {
+            let inner = (k.ends_with("[]"))
+                .then(|| v.as_object())
+                .flatten()
+                .into_iter()
+                .flat_map(|m| m.keys());
+            std::iter::once(k).chain(inner)
+        })
+        .filter_map(|k| table_of(k))
 }
 
-/// The keys of a request tree that may name tables, as [`body_names`] reads them from its
-/// body (members that ask for nothing, `null` or a list with nothing to list, are not in the
-/// tree, and name no table here).
-pub fn tree_names(req: &Request) -> impl Iterator<Item = &str> {
+/// The tables a request tree names, as [`body_tables`] reads them from its body (members
+/// that ask for nothing, `null` or a list with nothing to list, are not in the tree, and
+/// name no table here). A table object's key was read once already.
+pub fn tree_tables(req: &Request) -> impl Iterator<Item = &str> {
     req.root.members.iter().flat_map(|m| {
         let inner = match &m.node {
             Node::Array(a) => a.items.members.as_slice(),
             _ => &[],
         };
-        std::iter::once(m).chain(inner).map(|m| m.key.as_str())
+        std::iter::once(m)
+            .chain(inner)
+            .filter_map(|m| match &m.node {
+                Node::Table(t) => Some(t.key.table.as_str()),
+                _ => table_of(&m.key),
+            })
     })
 }
 
-/// The tables a request names, for metrics (the first) and the access log (all of them,
-/// only when it is on), from [`body_names`] or [`tree_names`].
+/// The table a key names: `User` for `User`, `User:me`, `User[]` and `User-id[]`.
+fn table_of(k: &str) -> Option<&str> {
+    // `trim_end_matches("[]")` and `split([':', '-'])`, by bytes: the generic string
+    // searchers cost more than the rest of this function. Every byte looked for is ASCII,
+    // so each cut is at a character boundary.
+    let mut end = k.len();
+    while k.as_bytes()[..end].ends_with(b"[]") {
+        end -= 2;
+    }
+    let end = k.as_bytes()[..end]
+        .iter()
+        .position(|&b| b == b':' || b == b'-')
+        .unwrap_or(end);
+    let k = k.get(..end)?;
+    is_table_key(k).then_some(k)
+}
+
+/// Notes the tables a request names, for metrics (the first) and the access log (all of
+/// them, only when it is on), from [`body_tables`] or [`tree_tables`].
 pub fn note_tables<'a>(
     metrics: &Metrics,
-    mut names: impl Iterator<Item = &'a str>,
+    mut tables: impl Iterator<Item = &'a str>,
     facts: &mut Facts,
 ) {
-    fn table(k: &str) -> Option<&str> {
-        // `trim_end_matches("[]")` and `split([':', '-'])`, by bytes: the generic string
-        // searchers cost more than the rest of this function. Every byte looked for is
-        // ASCII, so each cut is at a character boundary.
-        let mut end = k.len();
-        while k.as_bytes()[..end].ends_with(b"[]") {
-            end -= 2;
-        }
-        let end = k.as_bytes()[..end]
-            .iter()
-            .position(|&b| b == b':' || b == b'-')
-            .unwrap_or(end);
-        let k = k.get(..end)?;
-        is_table_key(k).then_some(k)
-    }
     if tracing::enabled!(tracing::Level::INFO) {
         // Written straight into the log's list: no vector of names, no join.
         let mut all = String::new();
         facts.table = None;
-        for t in names.filter_map(|k| table(k)) {
+        for t in tables {
             if all.is_empty() {
                 facts.table = Some(metrics.table_index(t));
             } else {
@@ -112,7 +121,7 @@ pub fn note_tables<'a>(
         }
         facts.tables = Some(all);
     } else {
-        facts.table = names.find_map(|k| table(k)).map(|t| metrics.table_index(t));
+        facts.table = tables.next().map(|t| metrics.table_index(t));
     }
 }
 
@@ -151,7 +160,7 @@ mod tests {
 
     #[test]
     fn the_table_of_a_key_is_its_name_without_brackets_alias_or_suffix() {
-        use super::{body_names, note_tables, tree_names, Facts};
+        use super::{body_tables, note_tables, tree_tables, Facts};
         use crate::metrics::Metrics;
         let metrics = Metrics::new(["User", "Comment"].into_iter());
         for (key, table) in [
@@ -168,12 +177,12 @@ mod tests {
             let map = serde_json::json!({ key: {"id": 1} });
             let map = map.as_object().expect("an object");
             let mut facts = Facts::default();
-            note_tables(&metrics, body_names(map), &mut facts);
+            note_tables(&metrics, body_tables(map), &mut facts);
             let expected = table.map(|t| metrics.table_index(t));
             assert_eq!(facts.table, expected, "{key}");
             let req = apijet_request::Request::from_map(map.clone()).expect("a request");
             let mut facts = Facts::default();
-            note_tables(&metrics, tree_names(&req), &mut facts);
+            note_tables(&metrics, tree_tables(&req), &mut facts);
             assert_eq!(facts.table, expected, "{key} in the tree");
         }
     }

@@ -117,7 +117,7 @@ impl Pipeline {
             let started = facts.clock();
             let req = apijet_request::parse(bytes)?;
             facts.parse = started.map(|t| t.elapsed());
-            crate::observe::note_tables(&self.metrics, crate::observe::tree_names(&req), facts);
+            crate::observe::note_tables(&self.metrics, crate::observe::tree_tables(&req), facts);
             return Ok(Prepared {
                 snapshot: self.snapshot(),
                 asked: self.shaped(method, req)?,
@@ -139,7 +139,7 @@ impl Pipeline {
             let value = serde_json::from_str(v).unwrap_or_else(|_| Json::String(v.clone()));
             map.insert(k.clone(), value);
         }
-        crate::observe::note_tables(&self.metrics, crate::observe::body_names(&map), facts);
+        crate::observe::note_tables(&self.metrics, crate::observe::body_tables(&map), facts);
         check_login_schema(visitor, &map, &self.options)?;
         if !method.is_public() && visitor.is_none() {
             // Every private method needs a login before anything else (§13.2).
