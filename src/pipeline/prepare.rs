@@ -115,13 +115,20 @@ impl Pipeline {
         let visitor = client.visitor.as_ref();
         if let Some(bytes) = call.tree_text(method, visitor) {
             let started = facts.clock();
-            let req = apijet_request::parse(bytes)?;
-            facts.parse = started.map(|t| t.elapsed());
-            crate::observe::note_tables(&self.metrics, crate::observe::tree_tables(&req), facts);
-            return Ok(Prepared {
-                snapshot: self.snapshot(),
-                asked: self.shaped(method, req)?,
-            });
+            // A body refused here goes the map's way below, which notes the tables it names
+            // before it names its error.
+            if let Ok(req) = apijet_request::parse(bytes) {
+                facts.parse = started.map(|t| t.elapsed());
+                crate::observe::note_tables(
+                    &self.metrics,
+                    crate::observe::tree_tables(&req),
+                    facts,
+                );
+                return Ok(Prepared {
+                    snapshot: self.snapshot(),
+                    asked: self.shaped(method, req)?,
+                });
+            }
         }
         let mut map = match call.body {
             Body::Sent(bytes) => {
