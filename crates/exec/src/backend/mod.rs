@@ -256,6 +256,7 @@ impl Backend {
         let probe = Statement {
             sql: format!("{prefix}{}", stmt.sql),
             binds: stmt.binds.clone(),
+            bounded: false,
         };
         let mut sink = crate::sink::CollectSink::new(&[]);
         let plan = match self.fetch_plain(&probe, &mut sink).await {

@@ -36,6 +36,7 @@ fn statement(sql: &str, binds: Vec<Value>) -> Statement {
     Statement {
         sql: sql.into(),
         binds,
+        bounded: false,
     }
 }
 
