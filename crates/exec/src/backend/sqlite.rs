@@ -16,7 +16,7 @@ use super::STATEMENTS_KEPT;
 use crate::cancel::Watch;
 use crate::cell::Cell;
 use crate::sink::{ColumnNames, RowSink, SinkError};
-use crate::ExecError;
+use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
 use apijet_sql::Statement;
 use regex::Regex;
@@ -27,6 +27,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How long a statement waits for a lock another connection holds (SQLITE_BUSY).
+const BUSY_WAIT: Duration = Duration::from_secs(5);
 
 /// A pool of SQLite connections to one file, and the threads its statements run on.
 pub struct SqliteBackend {
@@ -171,6 +174,9 @@ impl SqliteBackend {
         let Some(conn) = self.pool.take_idle() else {
             return Inline::Moved;
         };
+        // A lock SQLite would wait for (a WAL being recovered, a connection in exclusive
+        // mode) is waited for by a job, never here.
+        let _ = conn.db.busy_timeout(Duration::ZERO);
         let mut rows = Box::new(Fed::new());
         let result = with_prepared(&conn.db, stmt, &self.pool, |prepared, output| {
             conn.budget.arm(self.inline_steps);
@@ -190,9 +196,14 @@ impl SqliteBackend {
             Ok(Some(Arc::clone(output)))
         });
         let overran = conn.budget.disarm();
+        let _ = conn.db.busy_timeout(BUSY_WAIT);
         self.pool.put(conn);
         match result {
             Ok(Some(output)) if !overran => Inline::Read(output, rows),
+            Err(ExecError::Db {
+                kind: DbErrorKind::Timeout,
+                ..
+            }) => Inline::Moved,
             Err(e) if !overran => Inline::Failed(e),
             _ => Inline::Moved,
         }
@@ -269,8 +280,7 @@ impl Pool {
             .map_err(|e| ExecError::Connect(format!("{}: {e}", self.path)))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(db_error)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_error)?;
+        conn.busy_timeout(BUSY_WAIT).map_err(db_error)?;
         conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         register_regex(&conn, "regexp", false)?;
         register_regex(&conn, "regexp_ci", true)?;
