@@ -153,6 +153,7 @@ mod tests {
                     kind: ColumnKind::Text,
                 },
             ],
+            keys: Vec::new(),
             access: Some(access),
             debug_only: false,
             system,

@@ -78,6 +78,7 @@ async fn ready(State(s): State<Shared>) -> Response {
     let probe = apijet_sql::Statement {
         sql: "SELECT 1".into(),
         binds: Vec::new(),
+        bounded: false,
     };
     let mut sink = apijet_exec::sink::CollectSink::new(&[]);
     let checked = tokio::time::timeout(

@@ -209,6 +209,7 @@ async fn rows(
     let stmt = Statement {
         sql,
         binds: Vec::new(),
+        bounded: false,
     };
     backend
         .fetch(&stmt, &mut sink)

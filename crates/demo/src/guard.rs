@@ -98,6 +98,7 @@ async fn rows_of(backend: &Backend, sql: String) -> Result<Vec<Json>, String> {
     let stmt = Statement {
         sql,
         binds: Vec::new(),
+        bounded: false,
     };
     let mut sink = CollectSink::new(&[]);
     backend

@@ -131,6 +131,7 @@ impl ChangeFeed<'_> {
             let stmt = Statement {
                 sql: "SELECT pg_notify($1, $2)".into(),
                 binds: vec![Value::Text(CHANNEL.into()), Value::Text(payload)],
+                bounded: false,
             };
             backend.fetch(&stmt, &mut CollectSink::new(&[])).await?;
         }
@@ -215,6 +216,7 @@ impl ChangeFeed<'_> {
         let stmt = Statement {
             sql: sql.into(),
             binds: Vec::new(),
+            bounded: false,
         };
         backend.fetch(&stmt, &mut sink).await?;
         let found: BTreeSet<&str> = sink
@@ -244,6 +246,7 @@ impl ChangeFeed<'_> {
                 "SELECT table_name AS t, generation AS g FROM {CHANGE_TABLE} LIMIT {MOST_POLLED}"
             ),
             binds: Vec::new(),
+            bounded: false,
         };
         let mut sink = CollectSink::new(&[]);
         backend.fetch(&stmt, &mut sink).await?;

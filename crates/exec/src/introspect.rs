@@ -16,6 +16,18 @@ const SQLITE_COLUMNS: &str =
      JOIN pragma_table_info(m.name) AS p WHERE m.type IN ('table', 'view') \
      AND m.name NOT LIKE 'sqlite_%' ORDER BY m.name, p.cid";
 
+// The single-column unique keys: the primary key and the unique indexes of one column that
+// hold for every row (not partial) and compare as `=` does on the column (binary collation).
+// An equality on one of them finds at most one row through its index.
+const SQLITE_KEYS: &str = "SELECT m.name AS t, x.name AS c FROM sqlite_master AS m \
+     JOIN pragma_index_list(m.name) AS l JOIN pragma_index_xinfo(l.name) AS x \
+     WHERE m.type = 'table' AND l.\"unique\" = 1 AND l.partial = 0 AND x.key = 1 \
+     AND x.name IS NOT NULL AND x.coll = 'BINARY' \
+     AND (SELECT count(*) FROM pragma_index_info(l.name)) = 1 \
+     UNION SELECT m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p \
+     WHERE m.type = 'table' AND p.pk = 1 \
+     AND (SELECT count(*) FROM pragma_table_info(m.name) WHERE pk > 0) = 1";
+
 const PG_COLUMNS: &str = "SELECT c.table_name AS t, c.column_name AS c, c.data_type AS ty \
      FROM information_schema.columns AS c WHERE c.table_schema = current_schema() \
      ORDER BY c.table_name, c.ordinal_position";
@@ -111,6 +123,7 @@ async fn rows(
     let stmt = Statement {
         sql: sql.to_string(),
         binds: Vec::new(),
+        bounded: false,
     };
     backend.fetch(&stmt, &mut sink).await?;
     Ok(sink.rows)
@@ -206,6 +219,20 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
         ),
         _ => BTreeSet::new(),
     };
+    let key_rows = match backend.engine() {
+        Engine::Sqlite => rows(backend, SQLITE_KEYS, &[]).await?,
+        // Only SQLite's reads run where their cost must be known: the others need no keys.
+        Engine::Postgres | Engine::MySql => Vec::new(),
+    };
+    let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in &key_rows {
+        if let (Some(t), Some(c)) = (
+            r.get("t").and_then(Json::as_str),
+            r.get("c").and_then(Json::as_str),
+        ) {
+            keys.entry(t.to_string()).or_default().push(c.to_string());
+        }
+    }
     let mut tables: BTreeMap<String, Vec<Column>> = BTreeMap::new();
     for r in &catalog {
         let (Some(t), Some(c)) = (
@@ -290,6 +317,7 @@ pub async fn load_schema(backend: &Backend) -> Result<SchemaCache, ExecError> {
             api_name: api_name.to_string(),
             sql_name: name.to_string(),
             columns,
+            keys: keys.get(name).cloned().unwrap_or_default(),
             access: Some(access),
             debug_only,
             system: SYSTEM_TABLES.contains(&name),

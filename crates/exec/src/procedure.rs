@@ -50,7 +50,11 @@ pub fn statement(
         });
     }
     sql.push(')');
-    Statement { sql, binds }
+    Statement {
+        sql,
+        binds,
+        bounded: false,
+    }
 }
 
 /// Runs the call; `None` when it returned no result set.

@@ -52,6 +52,10 @@ pub struct Table {
     pub sql_name: String,
     /// Columns in the database's order.
     pub columns: Vec<Column>,
+    /// The columns whose values are unique on their own (the primary key, single-column
+    /// unique constraints and indexes), where the backend reads them from its catalogue
+    /// (SQLite); empty where it does not. An equality on one finds at most one row.
+    pub keys: Vec<String>,
     /// Roles allowed per method (indexed by [`method_index`]); `None` when the table has no
     /// `Access` row, which makes it unreachable.
     pub access: Option<[Vec<Role>; 7]>,
@@ -81,6 +85,7 @@ impl Table {
                     kind: *kind,
                 })
                 .collect(),
+            keys: Vec::new(),
             access: Some(std::array::from_fn(|_| roles.to_vec())),
             debug_only: false,
             system: false,

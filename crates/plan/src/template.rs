@@ -64,6 +64,9 @@ pub struct Template {
     pub checks: Vec<(usize, SlotCheck)>,
     /// Its text, written the first time it runs.
     pub text: OnceLock<StatementText>,
+    /// It reads at most one row by a unique key, with plain columns only
+    /// ([`Select::is_key_lookup`]): its cost is bounded whatever its values.
+    pub bounded: bool,
 }
 
 impl Template {

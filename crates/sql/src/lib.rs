@@ -27,6 +27,11 @@ pub struct Statement {
     pub sql: String,
     /// The values for its placeholders.
     pub binds: Vec<Value>,
+    /// Its plan proves its cost bounded whatever its values: it reads at most one row by a
+    /// unique key, with plain columns and comparisons only
+    /// ([`apijet_plan::query::Select::is_key_lookup`]). A backend whose statements of unknown
+    /// cost must leave the async workers (SQLite) may run it where it is called.
+    pub bounded: bool,
 }
 
 #[cfg(test)]

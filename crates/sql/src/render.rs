@@ -24,6 +24,7 @@ pub fn render(dialect: &dyn Dialect, select: &Select) -> Statement {
     Statement {
         sql,
         binds: w.values(),
+        bounded: false,
     }
 }
 

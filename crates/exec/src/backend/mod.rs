@@ -4,9 +4,11 @@ mod mysql;
 mod mysql_errors;
 mod postgres;
 mod sqlite;
+mod sqlite_budget;
 mod sqlite_cells;
 mod sqlite_errors;
 mod sqlite_functions;
+mod sqlite_inline;
 mod sqlite_jobs;
 #[cfg(test)]
 mod sqlite_tests;
@@ -15,6 +17,7 @@ mod target;
 pub use mysql::{MySqlBackend, MySqlTx};
 pub use postgres::{Listener, PgBackend, PgTx};
 pub use sqlite::{SqliteBackend, SqliteTx};
+pub use sqlite_inline::InlineReads;
 
 use crate::cancel::within_deadline;
 use crate::sink::RowSink;
@@ -256,6 +259,7 @@ impl Backend {
         let probe = Statement {
             sql: format!("{prefix}{}", stmt.sql),
             binds: stmt.binds.clone(),
+            bounded: false,
         };
         let mut sink = crate::sink::CollectSink::new(&[]);
         let plan = match self.fetch_plain(&probe, &mut sink).await {

@@ -2,19 +2,21 @@
 //!
 //! Every statement runs as a job on a blocking thread ([`super::sqlite_jobs`]), at most
 //! `pool_size` at once, stopped by a watchdog at its deadline or when its client is gone; the
-//! async workers only wait for its rows. Connections are pooled (a new one is opened when none
-//! is idle). Writers of this process queue for SQLite's one write lock without a thread.
+//! async workers only wait for its rows. A read whose plan proves its cost bounded runs on the
+//! async worker instead, within a step budget ([`super::sqlite_inline`]). Connections are
+//! pooled (a new one is opened when none is idle). Writers of this process queue for SQLite's one write lock without a thread.
 //! `regexp` and `regexp_ci` are registered on every connection, since SQLite has no regex
 //! function of its own, and so are the MySQL functions SQLite lacks, each bounded per call.
 
 use super::sqlite_cells::Decl;
 use super::sqlite_errors::{db_error, step_error};
-use super::sqlite_jobs::{Conn, Connections, Feed, Jobs, On, Output, TxConn};
+use super::sqlite_inline::{hand_over, Inline, InlineReads, INLINE_STEPS};
+use super::sqlite_jobs::{Conn, Connections, Fed, Feed, Jobs, On, Output, TxConn};
 use super::STATEMENTS_KEPT;
 use crate::cancel::Watch;
 use crate::cell::Cell;
 use crate::sink::{ColumnNames, RowSink, SinkError};
-use crate::ExecError;
+use crate::{DbErrorKind, ExecError};
 use apijet_core::Value;
 use apijet_sql::Statement;
 use regex::Regex;
@@ -26,6 +28,9 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long a statement waits for a lock another connection holds (SQLITE_BUSY).
+const BUSY_WAIT: Duration = Duration::from_secs(5);
+
 /// A pool of SQLite connections to one file, and the threads its statements run on.
 pub struct SqliteBackend {
     pool: Arc<Pool>,
@@ -34,6 +39,10 @@ pub struct SqliteBackend {
     timeout: Duration,
     /// The process's write lock: one transaction at a time, as SQLite allows.
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// The VM instructions a bounded read may run inline before it moves to a job.
+    inline_steps: u32,
+    /// How bounded reads ran.
+    inline: InlineReads,
 }
 
 /// The connections, and what every connection shares.
@@ -72,7 +81,21 @@ impl SqliteBackend {
             jobs: Jobs::new(1),
             timeout: Duration::ZERO,
             writer: Arc::new(tokio::sync::Mutex::new(())),
+            inline_steps: INLINE_STEPS,
+            inline: InlineReads::default(),
         })
+    }
+
+    /// Moves a bounded read to a job once it ran `steps` VM instructions inline (tests make it
+    /// small; the default is 10,000).
+    pub fn with_inline_steps(mut self, steps: u32) -> SqliteBackend {
+        self.inline_steps = steps;
+        self
+    }
+
+    /// How bounded reads ran: inline, or moved to a job.
+    pub fn inline_reads(&self) -> &InlineReads {
+        &self.inline
     }
 
     /// Stops statements that run longer than `timeout` (zero: never).
@@ -120,12 +143,22 @@ impl SqliteBackend {
         Arc::clone(&self.pool) as Arc<dyn Connections>
     }
 
-    /// Runs a statement, feeding every row to `sink`.
+    /// Runs a statement, feeding every row to `sink`: inline when its plan proves it bounded
+    /// and a connection is idle, as a job otherwise.
     pub async fn fetch<S: RowSink>(
         &self,
         stmt: &Statement,
         sink: &mut S,
     ) -> Result<u64, ExecError> {
+        if stmt.bounded {
+            let inline = self.read_inline(stmt);
+            self.inline.count(&inline);
+            match inline {
+                Inline::Read(output, rows) => return hand_over(&output, rows, sink).await,
+                Inline::Failed(e) => return Err(e),
+                Inline::Moved => {}
+            }
+        }
         let work = query_work(stmt, &self.pool);
         let watch = self.watch();
         let (result, _) = self
@@ -133,6 +166,47 @@ impl SqliteBackend {
             .run(self.pool(), On::Pool, Some(&watch), sink, work)
             .await;
         result
+    }
+
+    /// Runs a bounded read on this thread, on an idle connection, within its step budget and
+    /// one row; its row is copied, to be handed on once the statement ended.
+    fn read_inline(&self, stmt: &Statement) -> Inline {
+        let Some(conn) = self.pool.take_idle() else {
+            return Inline::Moved;
+        };
+        // A lock SQLite would wait for (a WAL being recovered, a connection in exclusive
+        // mode) is waited for by a job, never here.
+        let _ = conn.db.busy_timeout(Duration::ZERO);
+        let mut rows = Box::new(Fed::new());
+        let result = with_prepared(&conn.db, stmt, &self.pool, |prepared, output| {
+            conn.budget.arm(self.inline_steps);
+            let width = output.names.len();
+            let mut stepping = prepared.raw_query();
+            let mut read = 0;
+            while let Some(row) = stepping.next().map_err(step_error)? {
+                read += 1;
+                if read > 1 {
+                    // A key lookup finds one row at most: the proof was wrong.
+                    return Ok(None);
+                }
+                for i in 0..width {
+                    rows.push(row.get_ref(i).map_err(db_error)?);
+                }
+            }
+            Ok(Some(Arc::clone(output)))
+        });
+        let overran = conn.budget.disarm();
+        let _ = conn.db.busy_timeout(BUSY_WAIT);
+        self.pool.put(conn);
+        match result {
+            Ok(Some(output)) if !overran => Inline::Read(output, rows),
+            Err(ExecError::Db {
+                kind: DbErrorKind::Timeout,
+                ..
+            }) => Inline::Moved,
+            Err(e) if !overran => Inline::Failed(e),
+            _ => Inline::Moved,
+        }
     }
 
     /// Forgets what statements answer: the schema may have changed under the same SQL.
@@ -206,8 +280,7 @@ impl Pool {
             .map_err(|e| ExecError::Connect(format!("{}: {e}", self.path)))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(db_error)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_error)?;
+        conn.busy_timeout(BUSY_WAIT).map_err(db_error)?;
         conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         register_regex(&conn, "regexp", false)?;
         register_regex(&conn, "regexp_ci", true)?;
@@ -225,6 +298,13 @@ impl Pool {
                 i32::try_from(bytes).unwrap_or(i32::MAX),
             );
         }
+    }
+
+    /// An idle connection, if one is: never opens one.
+    fn take_idle(&self) -> Option<Conn> {
+        let conn = self.idle.lock().ok()?.pop()?;
+        self.in_use.fetch_add(1, Ordering::Relaxed);
+        Some(conn)
     }
 
     /// Whether a statement of `sql` is kept prepared.
@@ -252,6 +332,29 @@ impl Connections for Pool {
     }
 }
 
+/// Prepares `stmt` on `db` (kept prepared when it is short enough), binds its values and
+/// runs `run` on it with its output columns.
+fn with_prepared<T>(
+    db: &Connection,
+    stmt: &Statement,
+    pool: &Pool,
+    run: impl FnOnce(&mut rusqlite::Statement<'_>, &Arc<Output>) -> Result<T, ExecError>,
+) -> Result<T, ExecError> {
+    let keep = pool.keeps(&stmt.sql);
+    let mut kept: rusqlite::CachedStatement<'_>;
+    let mut once: rusqlite::Statement<'_>;
+    let prepared: &mut rusqlite::Statement<'_> = if keep {
+        kept = db.prepare_cached(&stmt.sql).map_err(db_error)?;
+        &mut kept
+    } else {
+        once = db.prepare(&stmt.sql).map_err(db_error)?;
+        &mut once
+    };
+    let output = pool.outputs.of(&stmt.sql, prepared, keep);
+    bind(prepared, &stmt.binds)?;
+    run(prepared, &output)
+}
+
 /// The work of a query on its thread: prepare, bind, hand every row over.
 fn query_work(
     stmt: &Statement,
@@ -259,27 +362,17 @@ fn query_work(
 ) -> impl FnOnce(&Connection, &mut Feed) -> Result<u64, ExecError> + Send + 'static {
     let (stmt, pool) = (stmt.clone(), Arc::clone(pool));
     move |db, feed| {
-        let keep = pool.keeps(&stmt.sql);
-        let mut kept: rusqlite::CachedStatement<'_>;
-        let mut once: rusqlite::Statement<'_>;
-        let prepared: &mut rusqlite::Statement<'_> = if keep {
-            kept = db.prepare_cached(&stmt.sql).map_err(db_error)?;
-            &mut kept
-        } else {
-            once = db.prepare(&stmt.sql).map_err(db_error)?;
-            &mut once
-        };
-        let output = pool.outputs.of(&stmt.sql, prepared, keep);
-        bind(prepared, &stmt.binds)?;
-        feed.columns(&output);
-        let width = output.names.len();
-        let mut rows = prepared.raw_query();
-        let mut n = 0u64;
-        while let Some(row) = rows.next().map_err(step_error)? {
-            feed.row(row, width)?;
-            n += 1;
-        }
-        Ok(n)
+        with_prepared(db, &stmt, &pool, |prepared, output| {
+            feed.columns(output);
+            let width = output.names.len();
+            let mut rows = prepared.raw_query();
+            let mut n = 0u64;
+            while let Some(row) = rows.next().map_err(step_error)? {
+                feed.row(row, width)?;
+                n += 1;
+            }
+            Ok(n)
+        })
     }
 }
 

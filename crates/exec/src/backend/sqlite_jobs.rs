@@ -20,6 +20,7 @@
 //!   transaction's connection travels with each of its statements and back, and a transaction
 //!   whose owner left is rolled back there.
 
+use super::sqlite_budget::StepBudget;
 use super::sqlite_cells::{cell, Decl};
 use crate::cancel::{Stop, Watch};
 use crate::cell::{recycle, Cell};
@@ -45,16 +46,23 @@ const BATCH_CELLS: usize = 4096;
 /// How often a statement's client is asked whether it is still there.
 const PROBE_EVERY: Duration = Duration::from_millis(20);
 
-/// A connection and the handle that interrupts its statement from another thread.
+/// A connection, the handle that interrupts its statement from another thread, and the
+/// step budget of its inline reads.
 pub(super) struct Conn {
     pub(super) db: Connection,
     interrupt: Arc<InterruptHandle>,
+    pub(super) budget: StepBudget,
 }
 
 impl Conn {
     pub(super) fn new(db: Connection) -> Conn {
         let interrupt = Arc::new(db.get_interrupt_handle());
-        Conn { db, interrupt }
+        let budget = StepBudget::install(&db);
+        Conn {
+            db,
+            interrupt,
+            budget,
+        }
     }
 }
 
@@ -142,7 +150,7 @@ impl Stopper {
 
 /// A value of a row as SQLite gave it, text and blobs as ranges of the batch's bytes.
 #[derive(Clone, Copy)]
-enum Raw {
+pub(super) enum Raw {
     Null,
     Int(i64),
     Real(f64),
@@ -163,7 +171,7 @@ pub(super) struct Fed {
 type Ended = (Result<u64, ExecError>, Option<Box<TxConn>>);
 
 impl Fed {
-    fn new() -> Fed {
+    pub(super) fn new() -> Fed {
         Fed {
             output: None,
             cells: Vec::new(),
@@ -172,7 +180,7 @@ impl Fed {
         }
     }
 
-    fn push(&mut self, v: ValueRef<'_>) {
+    pub(super) fn push(&mut self, v: ValueRef<'_>) {
         let raw = match v {
             ValueRef::Null => Raw::Null,
             ValueRef::Integer(i) => Raw::Int(i),
@@ -195,7 +203,12 @@ impl Fed {
         self.bytes.len() >= BATCH_BYTES || self.cells.len() >= BATCH_CELLS
     }
 
-    fn value(&self, raw: Raw) -> ValueRef<'_> {
+    /// The values of its rows, row after row.
+    pub(super) fn raws(&self) -> &[Raw] {
+        &self.cells
+    }
+
+    pub(super) fn value(&self, raw: Raw) -> ValueRef<'_> {
         match raw {
             Raw::Null => ValueRef::Null,
             Raw::Int(i) => ValueRef::Integer(i),

@@ -36,6 +36,7 @@ fn statement(sql: &str, binds: Vec<Value>) -> Statement {
     Statement {
         sql: sql.into(),
         binds,
+        bounded: false,
     }
 }
 
@@ -263,6 +264,113 @@ async fn transactions_see_their_writes_commit_and_roll_back_when_dropped() {
         count(&backend).await,
         4,
         "the dropped transaction rolled back"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `stmt` as a plan that proves its cost bounded marks it.
+fn bounded(mut stmt: Statement) -> Statement {
+    stmt.bounded = true;
+    stmt
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_point_read_runs_inline_and_an_unbounded_one_as_a_job() {
+    let (backend, dir) = backend("inline", 3_000, 2).await;
+    let one = statement("SELECT id, v FROM t WHERE id = ?1", vec![Value::Int(7)]);
+    let mut sink = CollectSink::new(&[]);
+    assert_eq!(
+        backend
+            .fetch(&bounded(one.clone()), &mut sink)
+            .await
+            .expect("read"),
+        1
+    );
+    assert_eq!(sink.rows.len(), 1);
+    assert_eq!(
+        (&sink.rows[0]["id"], &sink.rows[0]["v"]),
+        (&7.into(), &"row 7".into())
+    );
+    let missing = statement("SELECT id, v FROM t WHERE id = ?1", vec![Value::Int(-1)]);
+    let mut sink = CollectSink::new(&[]);
+    assert_eq!(
+        backend
+            .fetch(&bounded(missing), &mut sink)
+            .await
+            .expect("read"),
+        0
+    );
+    assert!(sink.rows.is_empty());
+    let reads = backend.inline_reads();
+    assert_eq!((reads.ran(), reads.moved()), (2, 0), "both ran inline");
+    // The same statement unmarked runs as a job, and answers the same.
+    let mut sink = CollectSink::new(&[]);
+    backend.fetch(&one, &mut sink).await.expect("read");
+    assert_eq!(sink.rows[0]["v"], "row 7");
+    assert_eq!(
+        backend.inline_reads().ran(),
+        2,
+        "an unbounded read never runs inline"
+    );
+    // A bounded read that fails answers the error a job's would.
+    let wrong = bounded(statement(
+        "SELECT nope FROM t WHERE id = ?1",
+        vec![Value::Int(1)],
+    ));
+    let mut sink = CollectSink::new(&[]);
+    let e = backend
+        .fetch(&wrong, &mut sink)
+        .await
+        .expect_err("no such column");
+    assert!(
+        matches!(
+            &e,
+            ExecError::Db {
+                kind: crate::DbErrorKind::Syntax,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_read_past_its_steps_or_its_one_row_moves_to_a_job_and_answers_every_row_once() {
+    let rows = 20_000;
+    let (backend, dir) = backend("moved", rows, 2).await;
+    // A proof that was wrong: a scan marked bounded. The step budget stops it inline, and it
+    // runs again as a job, from the start.
+    let backend = backend.with_inline_steps(200);
+    let scan = bounded(statement(
+        "SELECT id, v FROM t WHERE v = ?1",
+        vec![Value::Text("row 19999".into())],
+    ));
+    let mut sink = CollectSink::new(&[]);
+    assert_eq!(backend.fetch(&scan, &mut sink).await.expect("read"), 1);
+    assert_eq!(sink.rows.len(), 1);
+    assert_eq!(sink.rows[0]["id"], 19_999);
+    assert_eq!(backend.inline_reads().moved(), 1);
+    // A second row moves it too, within any step budget.
+    let backend = backend.with_inline_steps(u32::MAX);
+    let all = bounded(statement("SELECT id, v FROM t", vec![]));
+    let mut sink = CollectSink::new(&[]);
+    assert_eq!(
+        backend.fetch(&all, &mut sink).await.expect("read"),
+        rows as u64
+    );
+    let mut ids: Vec<i64> = sink.rows.iter().filter_map(|r| r["id"].as_i64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), rows, "every row exactly once");
+    assert_eq!(backend.inline_reads().moved(), 2);
+    // The connection's budget is disarmed after each: a long job is never interrupted by it.
+    let backend = backend.with_inline_steps(0);
+    let mut sink = CollectSink::new(&[]);
+    let long = statement("SELECT id FROM t ORDER BY v DESC", vec![]);
+    assert_eq!(
+        backend.fetch(&long, &mut sink).await.expect("read"),
+        rows as u64
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

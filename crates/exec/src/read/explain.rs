@@ -14,6 +14,7 @@ impl Reader<'_> {
         let plan = Statement {
             sql: format!("{}{}", self.env.dialect.explain(), stmt.sql),
             binds: stmt.binds.clone(),
+            bounded: false,
         };
         let rows = self.rows(&plan, &[]).await?;
         Ok(json!({

@@ -165,6 +165,7 @@ fn written(template: Option<&Template>, env: &ReadEnv<'_>) -> Option<Statement> 
     Some(Statement {
         sql: text.sql.clone(),
         binds: Template::binds(text, env.values),
+        bounded: template.bounded,
     })
 }
 

@@ -117,6 +117,7 @@ fn statement(
     Ok(Statement {
         sql: text.sql.clone(),
         binds: Template::binds(text, &values),
+        bounded: false,
     })
 }
 

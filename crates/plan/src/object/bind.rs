@@ -41,6 +41,7 @@ impl TablePlan {
         let mut checks = Vec::new();
         let select = self.build(&mut Binding::Slots(&mut checks)).ok()??;
         Some(Template {
+            bounded: select.is_key_lookup(&self.table.keys),
             select,
             checks,
             text: Default::default(),

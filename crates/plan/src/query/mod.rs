@@ -9,6 +9,7 @@ use crate::schema::ColumnKind;
 use apijet_core::Value;
 use std::fmt;
 
+mod bounded;
 pub(crate) mod print;
 mod select;
 mod writes;

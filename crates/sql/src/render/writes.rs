@@ -36,6 +36,7 @@ pub fn render_insert(dialect: &dyn Dialect, insert: &Insert) -> Statement {
     Statement {
         sql,
         binds: w.values(),
+        bounded: false,
     }
 }
 
@@ -89,6 +90,7 @@ pub fn render_update(dialect: &dyn Dialect, update: &Update) -> Statement {
     Statement {
         sql,
         binds: w.values(),
+        bounded: false,
     }
 }
 
@@ -107,6 +109,7 @@ pub fn render_delete(dialect: &dyn Dialect, delete: &Delete) -> Statement {
     Statement {
         sql,
         binds: w.values(),
+        bounded: false,
     }
 }
 
