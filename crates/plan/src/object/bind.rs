@@ -44,6 +44,7 @@ impl TablePlan {
             select,
             checks,
             text: Default::default(),
+            names: Default::default(),
         })
     }
 
