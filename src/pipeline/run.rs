@@ -69,8 +69,10 @@ impl Pipeline {
         // future that held it would copy it whole when it is made and moved.
         apijet_exec::cancel::watched(watch, async move {
             match action {
+                // Boxes its own fresh read (a hit's future is small).
                 Action::Read(read) => {
-                    Box::pin(self.read(read, client, Some(admitted), (false, origin), facts)).await
+                    self.read(read, client, Some(admitted), (false, origin), facts)
+                        .await
                 }
                 Action::Write(write) => {
                     let answer = Box::pin(self.write(&write, client.visitor.as_ref())).await;
