@@ -3,7 +3,7 @@
 //! (`crate::templates`).
 
 use super::accept;
-use super::reply::send;
+use super::reply::{send, sent};
 use super::sent::Sent;
 use crate::app::AppState;
 use crate::observe::Facts;
@@ -27,7 +27,7 @@ pub async fn call(
     Query(q): Params,
     Sent { headers, body }: Sent,
 ) -> Response {
-    answer_call(&s, &method, None, &q, &headers, &body).await
+    with_facts(answer_call(&s, &method, None, &q, &headers, &body).await)
 }
 
 pub async fn call_tag(
@@ -41,7 +41,13 @@ pub async fn call_tag(
     } else {
         body
     };
-    answer_call(&s, &method, Some(&tag), &q, &headers, &body).await
+    with_facts(answer_call(&s, &method, Some(&tag), &q, &headers, &body).await)
+}
+
+/// A route's answer, with its facts where the middleware reads them.
+fn with_facts((mut r, facts): (Response, Box<Facts>)) -> Response {
+    r.extensions_mut().insert(*facts);
+    r
 }
 
 /// The method of a `POST /{method}` call the middleware answers itself, without the router:
@@ -63,7 +69,7 @@ pub(super) async fn call_direct(
     method: &str,
     headers: &HeaderMap,
     body: &[u8],
-) -> Response {
+) -> (Response, Box<Facts>) {
     answer_call(s, method, None, &[], headers, body).await
 }
 
@@ -83,7 +89,7 @@ async fn answer_call(
     query: &[(String, String)],
     headers: &HeaderMap,
     body: &[u8],
-) -> Response {
+) -> (Response, Box<Facts>) {
     let call = Call {
         method,
         tag,
@@ -94,7 +100,7 @@ async fn answer_call(
     let answer = s
         .answer(call, &client(s, headers), Origin::Call, &mut facts)
         .await;
-    send(s, answer, facts).await
+    sent(s, answer, facts).await
 }
 
 /// `GET /get/{url-encoded-json}` and `GET /head/{…}`: the request in the URL, for browsers and

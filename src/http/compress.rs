@@ -83,17 +83,27 @@ where
 }
 
 /// The `Vary` the compression layer adds to an answer it would compress for a client that
-/// asks (its own test: not encoded already, not a range, and the default predicate).
+/// asks (its own test: not encoded already, not a range, and the default predicate). Its
+/// headers are read in one pass: an answer has a few, and a lookup by name for each of the
+/// five this reads cost more than the pass.
 pub(super) fn vary_as_compression(mut res: Response) -> Response {
-    let compressible = !res.headers().contains_key(header::CONTENT_ENCODING)
-        && !res.headers().contains_key(header::CONTENT_RANGE)
-        && default_predicate(&res);
-    let varies = res
-        .headers()
-        .get_all(header::VARY)
-        .iter()
-        .any(|v| contains_ignore_ascii_case(v.as_bytes(), b"accept-encoding"));
-    if compressible && !varies {
+    let mut encoded = false;
+    let mut varies = false;
+    let mut ty = None;
+    let mut length = None;
+    for (name, value) in res.headers() {
+        if name == header::CONTENT_ENCODING || name == header::CONTENT_RANGE {
+            encoded = true;
+        } else if name == header::VARY {
+            varies |= contains_ignore_ascii_case(value.as_bytes(), b"accept-encoding");
+        } else if name == header::CONTENT_TYPE {
+            // The first of each, as a lookup by name gives it.
+            ty = ty.or(Some(value));
+        } else if name == header::CONTENT_LENGTH {
+            length = length.or(Some(value));
+        }
+    }
+    if !encoded && !varies && compresses(&res, length, ty) {
         res.headers_mut()
             .append(header::VARY, HeaderValue::from_static("accept-encoding"));
     }
@@ -103,21 +113,28 @@ pub(super) fn vary_as_compression(mut res: Response) -> Response {
 /// tower-http's `DefaultPredicate` (a body of at least 32 bytes, or of unknown size, and not
 /// gRPC, an image other than SVG or an event stream), reading the content type once rather
 /// than once per excluded type.
+#[cfg(test)]
 fn default_predicate(res: &Response) -> bool {
+    let headers = res.headers();
+    compresses(
+        res,
+        headers.get(header::CONTENT_LENGTH),
+        headers.get(header::CONTENT_TYPE),
+    )
+}
+
+/// [`default_predicate`] of `res`, whose `Content-Length` and `Content-Type` are `length` and
+/// `ty`.
+fn compresses(res: &Response, length: Option<&HeaderValue>, ty: Option<&HeaderValue>) -> bool {
     let size = res.body().size_hint().exact().or_else(|| {
-        res.headers()
-            .get(header::CONTENT_LENGTH)
+        length
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
     });
     if size.is_some_and(|n: u64| n < 32) {
         return false;
     }
-    let ty = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let ty = ty.and_then(|v| v.to_str().ok()).unwrap_or_default();
     let grpc = ty.starts_with("application/grpc") && !ty.starts_with("application/grpc-web");
     let image = ty.starts_with("image/") && !ty.starts_with("image/svg+xml");
     !(grpc || image || ty.starts_with("text/event-stream"))
@@ -131,7 +148,7 @@ fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::default_predicate;
+    use super::{default_predicate, vary_as_compression};
     use axum::body::Body;
     use axum::http::header;
     use axum::response::Response;
@@ -176,13 +193,57 @@ mod tests {
                             size.to_string().parse().expect("a length"),
                         );
                     }
+                    let tower = DefaultPredicate::new().should_compress(&res);
                     assert_eq!(
                         default_predicate(&res),
-                        DefaultPredicate::new().should_compress(&res),
+                        tower,
                         "{ty:?}, {size} bytes, streamed: {streamed}"
                     );
+                    // The one pass over the headers decides as the lookups by name do.
+                    let varies = vary_as_compression(res)
+                        .headers()
+                        .get_all(header::VARY)
+                        .iter()
+                        .any(|v| v == "accept-encoding");
+                    assert_eq!(varies, tower, "{ty:?}, {size} bytes, streamed: {streamed}");
                 }
             }
         }
+    }
+
+    /// An answer already encoded, a range, or one that varies with the encoding already gets
+    /// no `Vary` of its own; the first `Content-Type` decides, as a lookup by name reads it.
+    #[test]
+    fn what_the_answer_says_already_decides_its_vary() {
+        let answer = |headers: &[(header::HeaderName, &'static str)]| {
+            let mut res = Response::new(Body::from(vec![b'x'; 64]));
+            for (name, value) in headers {
+                res.headers_mut()
+                    .append(name.clone(), header::HeaderValue::from_static(value));
+            }
+            vary_as_compression(res)
+                .headers()
+                .get_all(header::VARY)
+                .iter()
+                .filter(|v| v.as_bytes().eq_ignore_ascii_case(b"accept-encoding"))
+                .count()
+        };
+        let json = (header::CONTENT_TYPE, "application/json");
+        assert_eq!(answer(std::slice::from_ref(&json)), 1);
+        assert_eq!(
+            answer(&[json.clone(), (header::CONTENT_ENCODING, "gzip")]),
+            0
+        );
+        assert_eq!(
+            answer(&[json.clone(), (header::CONTENT_RANGE, "bytes 0-1/2")]),
+            0
+        );
+        assert_eq!(
+            answer(&[json.clone(), (header::VARY, "origin, Accept-Encoding")]),
+            0
+        );
+        assert_eq!(answer(&[(header::VARY, "origin"), json.clone()]), 1);
+        let first_image = [(header::CONTENT_TYPE, "image/png"), json];
+        assert_eq!(answer(&first_image), 0);
     }
 }

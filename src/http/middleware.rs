@@ -164,18 +164,22 @@ where
         let app = Arc::clone(&self.app);
         Box::pin(async move {
             Ok(observe(&edge, req, |req| async {
-                json_refusals(read_body(&edge, &app, req, inner).await).await
+                match read_body(&edge, &app, req, inner).await {
+                    Read::Routed(response) => (json_refusals(response).await, None),
+                    Read::Answered(response, facts) => (json_refusals(response).await, Some(facts)),
+                }
             })
             .await)
         })
     }
 }
 
-/// Request id, access log, metrics, slow-request log and `Server-Timing`.
+/// Request id, access log, metrics, slow-request log and `Server-Timing`, from the facts
+/// `inner` answers beside its response (the calls the middleware answers itself) or in it.
 async fn observe<F, Fut>(edge: &Edge, req: Request, inner: F) -> Response
 where
     F: FnOnce(Request) -> Fut,
-    Fut: std::future::Future<Output = Response>,
+    Fut: std::future::Future<Output = (Response, Option<Box<Facts>>)>,
 {
     let started = Instant::now();
     let id = request_id(&req);
@@ -186,14 +190,14 @@ where
     let http_method = req.method().clone();
     let cacheable = matches!(http_method, Method::GET | Method::HEAD);
     let credentials = cacheable && carries_credentials(req.headers());
-    let mut response = inner(req).await;
+    let (mut response, beside) = inner(req).await;
     if cacheable {
         mark_private(&mut response, credentials);
     }
     let elapsed = started.elapsed();
-    let facts = response
-        .extensions_mut()
-        .remove::<Facts>()
+    let facts = beside
+        .map(|facts| *facts)
+        .or_else(|| response.extensions_mut().remove::<Facts>())
         .unwrap_or(Facts {
             code: response.status().as_u16(),
             ..Facts::default()
@@ -278,14 +282,27 @@ fn mark_private(response: &mut Response, credentials: bool) {
     }
 }
 
+/// What [`read_body`] gave: the answer of a route (or a refusal), or of a call answered in
+/// the middleware, with its facts beside it.
+enum Read {
+    Routed(Response),
+    Answered(Response, Box<Facts>),
+}
+
+impl From<Response> for Read {
+    fn from(response: Response) -> Read {
+        Read::Routed(response)
+    }
+}
+
 /// Reads the whole body within `max_body_bytes` and `body_timeout_ms`, so that handlers get
 /// bytes and a slow or oversized upload is refused with an envelope before any work.
-async fn read_body<S>(edge: &Edge, app: &Arc<AppState>, req: Request, mut inner: S) -> Response
+async fn read_body<S>(edge: &Edge, app: &Arc<AppState>, req: Request, mut inner: S) -> Read
 where
     S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
-        return answered(inner.call(req).await);
+        return answered(inner.call(req).await).into();
     }
     let too_big = || {
         let mut r = refusal(
@@ -297,7 +314,7 @@ where
         );
         r.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        r
+        Read::Routed(r)
     };
     let declared = req
         .headers()
@@ -337,7 +354,7 @@ where
                 );
                 r.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                return r;
+                return r.into();
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
@@ -345,6 +362,7 @@ where
                     StatusCode::BAD_REQUEST,
                     &format!("cannot read the request body: {e}"),
                 )
+                .into()
             }
             Ok(Some(Ok(frame))) => frame,
         };
@@ -369,17 +387,18 @@ where
     let bytes = Bytes::from(bytes);
     if let Some(method) = super::calls::direct_method(&parts) {
         // Boxed: the call's future is large, and the middleware's own is moved into its box.
-        return Box::pin(super::calls::call_direct(
+        let (response, facts) = Box::pin(super::calls::call_direct(
             app,
             method,
             &parts.headers,
             &bytes,
         ))
         .await;
+        return Read::Answered(response, facts);
     }
     let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
     req.extensions_mut().insert(ReadBody(bytes));
-    answered(inner.call(req).await)
+    answered(inner.call(req).await).into()
 }
 
 fn answered(r: Result<Response, Infallible>) -> Response {

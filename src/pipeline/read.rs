@@ -2,7 +2,8 @@
 //! primary), into the writer of the answer's form; a streamed list from a task of its own.
 
 use super::answer::{spawn_producer, Answer, STREAM_CHANNEL};
-use super::cache::{CacheOutcome, Key, Lookup};
+use super::cache::{AnswerCache, CacheOutcome, Key, Leading, Lookup};
+use super::changes::Stamp;
 use super::plan::ReadAction;
 use super::prepare::Client;
 use super::run::Origin;
@@ -20,6 +21,9 @@ use apijet_response::{now_ms, ApiError};
 use serde_json::Value as Json;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+
+/// Where a fresh answer is kept: the store, its key and the stamp its read started at.
+type Kept<'a> = (&'a Arc<AnswerCache<Stamp>>, Key, Stamp);
 
 impl Pipeline {
     /// Runs a read: on the primary when `primary` (the reads of `/crud`, which see its
@@ -72,6 +76,32 @@ impl Pipeline {
                 Lookup::Miss(lead) => leading = lead,
             }
         }
+        // Boxed here, after a hit was answered: the future of a fresh read is large (the
+        // statement's), and a hit made and moved its room too when the whole read was boxed.
+        let read = ReadAction {
+            plan,
+            values,
+            options,
+        };
+        Box::pin(self.fresh(read, client, admitted, primary, (kept, leading), facts)).await
+    }
+
+    /// A read from the database, kept (under `kept`'s key, for the readers `leading` waits
+    /// for) when it may be.
+    async fn fresh(
+        self: &Arc<Self>,
+        read: ReadAction<'_>,
+        client: &Client,
+        admitted: Option<Admitted>,
+        primary: bool,
+        (kept, leading): (Option<Kept<'_>>, Option<Leading<Stamp>>),
+        facts: &mut Facts,
+    ) -> Result<Answer, ApiError> {
+        let ReadAction {
+            plan,
+            values,
+            options,
+        } = read;
         let reader = if primary {
             Arc::clone(&self.backend)
         } else {

@@ -60,17 +60,15 @@ impl Pipeline {
             .ledger
             .admit(client.counted(), kind)
             .map_err(|refused| ApiError::TooManyRequests(refused.message))?;
-        let mut watch = apijet_exec::cancel::current();
-        if let Some((timeout, setting)) = admitted.timeout() {
-            watch = watch.with_timeout(timeout, setting);
-        }
         // Built in place: a future kept in a variable and then moved into another would take
         // its room twice. The work's own future is boxed: it is large (the reader's), and each
         // future that held it would copy it whole when it is made and moved.
-        apijet_exec::cancel::watched(watch, async move {
+        apijet_exec::cancel::within_timeout(admitted.timeout(), async move {
             match action {
+                // Boxes its own fresh read (a hit's future is small).
                 Action::Read(read) => {
-                    Box::pin(self.read(read, client, Some(admitted), (false, origin), facts)).await
+                    self.read(read, client, Some(admitted), (false, origin), facts)
+                        .await
                 }
                 Action::Write(write) => {
                     let answer = Box::pin(self.write(&write, client.visitor.as_ref())).await;

@@ -15,6 +15,7 @@
 //!   runs a watchdog beside it, which interrupts the statement (`sqlite3_interrupt`) when
 //!   [`Watch::stop`] says so, and so does dropping that future.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,8 +85,16 @@ pub(crate) const CANCEL_WAITS: [Duration; 8] = [
     Duration::from_millis(3200),
 ];
 
+/// A request's watch, with the statement timeout of the work under way in its scope.
+struct Scope {
+    watch: Watch,
+    /// Set in place by [`within_timeout`]: a scope of its own for each piece of work cost
+    /// every lookup a second task-local future around its whole read.
+    timeout: Cell<Option<(Duration, &'static str)>>,
+}
+
 tokio::task_local! {
-    static WATCH: Watch;
+    static WATCH: Scope;
 }
 
 impl Watch {
@@ -155,12 +164,59 @@ impl Watch {
 
 /// The watch of the running request (nothing stops its statements when there is none).
 pub fn current() -> Watch {
-    WATCH.try_with(Watch::clone).unwrap_or_default()
+    WATCH
+        .try_with(|scope| match scope.timeout.get() {
+            Some((timeout, setting)) => scope.watch.clone().with_timeout(timeout, setting),
+            None => scope.watch.clone(),
+        })
+        .unwrap_or_default()
 }
 
 /// Runs `fut` with `watch` as its request's watch.
 pub async fn watched<F: Future>(watch: Watch, fut: F) -> F::Output {
-    WATCH.scope(watch, fut).await
+    let scope = Scope {
+        watch,
+        timeout: Cell::new(None),
+    };
+    WATCH.scope(scope, fut).await
+}
+
+/// Runs `fut` with the current watch and also the statement timeout `timeout` (`None` or
+/// zero: none), as [`watched`] with `current().with_timeout(..)` would: set in place in the
+/// request's scope while no other work there set one (and unset when `fut` ends or is
+/// dropped), else in a scope of its own.
+pub async fn within_timeout<F: Future>(
+    timeout: Option<(Duration, &'static str)>,
+    fut: F,
+) -> F::Output {
+    let Some((limit, setting)) = timeout.filter(|(t, _)| !t.is_zero()) else {
+        return fut.await;
+    };
+    let in_place = WATCH
+        .try_with(|scope| {
+            let free = scope.timeout.get().is_none();
+            if free {
+                scope.timeout.set(Some((limit, setting)));
+            }
+            free
+        })
+        .unwrap_or(false);
+    if in_place {
+        let _unset = Unset;
+        fut.await
+    } else {
+        watched(current().with_timeout(limit, setting), fut).await
+    }
+}
+
+/// Unsets the timeout [`within_timeout`] set in place in its scope (its future is dropped
+/// inside that scope, whether it ended or not).
+struct Unset;
+
+impl Drop for Unset {
+    fn drop(&mut self) {
+        let _ = WATCH.try_with(|scope| scope.timeout.set(None));
+    }
 }
 
 /// Runs `fut` and stops it at the watch's deadline, measured from now: the future is dropped
@@ -241,5 +297,57 @@ mod tests {
                 ms: 20
             })
         ));
+    }
+
+    /// A piece of work's timeout is what its scope's watch says while it runs, and only then:
+    /// set in place or in a scope of its own, nested, after it ended or was dropped midway,
+    /// and outside any request.
+    #[tokio::test]
+    async fn a_works_timeout_holds_while_it_runs_and_no_longer() {
+        let ms = Duration::from_millis;
+        let outer = Watch::default()
+            .with_timeout(ms(900), "outer")
+            .for_client(7);
+        let seen = watched(outer, async {
+            let inside = within_timeout(Some((ms(300), "work")), async {
+                let nested =
+                    within_timeout(Some((ms(100), "nested")), async { current().timeout() }).await;
+                let looser =
+                    within_timeout(Some((ms(600), "looser")), async { current().timeout() }).await;
+                (current().timeout(), nested, looser, current().holder())
+            })
+            .await;
+            let after = current().timeout();
+            // Dropped before it ends: its timeout goes with it.
+            let dropped = tokio::time::timeout(
+                ms(10),
+                within_timeout(Some((ms(200), "dropped")), std::future::pending::<()>()),
+            )
+            .await;
+            let zero = within_timeout(Some((Duration::ZERO, "zero")), async {
+                current().timeout()
+            })
+            .await;
+            (inside, after, dropped.is_err(), current().timeout(), zero)
+        })
+        .await;
+        assert_eq!(
+            seen,
+            (
+                (
+                    Some((ms(300), "work")),
+                    Some((ms(100), "nested")),
+                    Some((ms(300), "work")),
+                    Some(7)
+                ),
+                Some((ms(900), "outer")),
+                true,
+                Some((ms(900), "outer")),
+                Some((ms(900), "outer")),
+            )
+        );
+        let alone = within_timeout(Some((ms(50), "alone")), async { current().timeout() }).await;
+        assert_eq!(alone, Some((ms(50), "alone")));
+        assert_eq!(current().timeout(), None);
     }
 }

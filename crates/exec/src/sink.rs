@@ -204,6 +204,9 @@ pub enum Form<'p> {
         key: &'p str,
         /// Output names answered as JSON.
         json_outputs: &'p [String],
+        /// Where the column names are kept written, when the statement is its shape's
+        /// template (the same names every time).
+        names: Option<&'p std::sync::OnceLock<apijet_plan::template::WrittenNames>>,
     },
     /// A list of rows, which come through [`RowSink`].
     List {

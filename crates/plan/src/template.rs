@@ -67,6 +67,38 @@ pub struct Template {
     /// It reads at most one row by a unique key, with plain columns only
     /// ([`Select::is_key_lookup`]): its cost is bounded whatever its values.
     pub bounded: bool,
+    /// Its answer's column names as the answer writer writes them, kept the first time it
+    /// runs (a point lookup's): the same for every request of the shape.
+    pub names: OnceLock<WrittenNames>,
+}
+
+/// The column names of a statement's answer, written once (the `response` stage fills it):
+/// with the names the database gave, so that a statement answering other names is written
+/// afresh instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenNames {
+    /// The names as given, end to end.
+    pub given: String,
+    /// The names as written in the answer, each followed by `:`, end to end.
+    pub written: Vec<u8>,
+    /// Per column: where its name ends in `given`, where its written name ends in `written`,
+    /// and whether its values are answered as JSON.
+    pub columns: Vec<(usize, usize, bool)>,
+}
+
+impl WrittenNames {
+    /// Whether these are the names `names`, in order.
+    pub fn are<'n>(&self, mut names: impl ExactSizeIterator<Item = &'n str>) -> bool {
+        if names.len() != self.columns.len() {
+            return false;
+        }
+        let mut start = 0;
+        self.columns.iter().all(|&(end, _, _)| {
+            let same = names.next() == self.given.get(start..end);
+            start = end;
+            same
+        })
+    }
 }
 
 impl Template {

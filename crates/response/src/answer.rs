@@ -164,9 +164,14 @@ impl<'p> AnswerWriter<'p> {
 impl<'p> AnswerSink<'p> for AnswerWriter<'p> {
     fn open(&mut self, form: Form<'p>) {
         self.writer = match form {
-            Form::Object { key, json_outputs } => Writer::Object(ObjectSink::new(
+            Form::Object {
                 key,
                 json_outputs,
+                names,
+            } => Writer::Object(ObjectSink::new(
+                key,
+                json_outputs,
+                names,
                 self.max_rows,
                 self.max_bytes,
             )),

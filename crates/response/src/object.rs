@@ -9,18 +9,21 @@
 use crate::cell_json::{write_cell, write_string};
 use apijet_exec::cell::Cell;
 use apijet_exec::sink::{row_bytes, ColumnNames, RowSink, SinkError};
+use apijet_plan::template::WrittenNames;
 use bytes::Bytes;
+use std::sync::OnceLock;
 
 /// Writes the answer of one table object from its first row.
 #[derive(Debug)]
 pub struct ObjectSink<'a> {
     key: &'a str,
     json_outputs: &'a [String],
-    /// The escaped column names, each followed by `:`, end to end.
-    names: Vec<u8>,
-    /// Where each column's name ends in `names`, its length unescaped (for the budget), and
-    /// whether it is answered as JSON.
-    columns: Vec<(usize, usize, bool)>,
+    /// Where the statement's column names are kept written, when it is its shape's template.
+    keep: Option<&'a OnceLock<WrittenNames>>,
+    /// The kept names, when they are this statement's.
+    kept: Option<&'a WrittenNames>,
+    /// The names written for this statement alone, when none are kept for it.
+    own: WrittenNames,
     /// `{"Key":{…}` once a row arrived: the answer up to the envelope's members.
     object: Vec<u8>,
     rows: usize,
@@ -32,18 +35,21 @@ pub struct ObjectSink<'a> {
 }
 
 impl<'a> ObjectSink<'a> {
-    /// A sink for the object answered under `key`, within the buffered path's budget.
+    /// A sink for the object answered under `key`, within the buffered path's budget; the
+    /// column names are kept written in `keep` (the statement's template) when there is one.
     pub fn new(
         key: &'a str,
         json_outputs: &'a [String],
+        keep: Option<&'a OnceLock<WrittenNames>>,
         max_rows: usize,
         max_bytes: usize,
     ) -> ObjectSink<'a> {
         ObjectSink {
             key,
             json_outputs,
-            names: Vec::new(),
-            columns: Vec::new(),
+            keep,
+            kept: None,
+            own: WrittenNames::default(),
             object: Vec::new(),
             rows: 0,
             bytes: 0,
@@ -74,27 +80,51 @@ impl<'a> ObjectSink<'a> {
     }
 }
 
+/// The column names `names` as the answer writes them, with whether each is answered as
+/// JSON (named in `json_outputs`).
+pub fn written_names<'n>(names: impl ColumnNames<'n>, json_outputs: &[String]) -> WrittenNames {
+    // Sized once: grown a doubling at a time, the buffers were reallocated several times.
+    let mut out = WrittenNames {
+        given: String::with_capacity(names.clone().map(str::len).sum()),
+        written: Vec::with_capacity(names.clone().map(|n| n.len() + 3).sum()),
+        columns: Vec::with_capacity(names.len()),
+    };
+    for n in names {
+        out.given.push_str(n);
+        write_string(n, &mut out.written);
+        out.written.push(b':');
+        let json = json_outputs.iter().any(|j| j == n);
+        out.columns.push((out.given.len(), out.written.len(), json));
+    }
+    out
+}
+
 impl RowSink for ObjectSink<'_> {
     fn columns<'n>(&mut self, names: impl ColumnNames<'n>) {
-        self.names.clear();
-        self.columns.clear();
-        // Sized once: grown a doubling at a time, the buffers were reallocated several times
-        // per lookup.
-        self.names
-            .reserve(names.clone().map(|n| n.len() + 3).sum::<usize>());
-        self.columns.reserve(names.len());
-        for n in names {
-            write_string(n, &mut self.names);
-            self.names.push(b':');
-            let json = self.json_outputs.iter().any(|j| j == n);
-            self.columns.push((self.names.len(), n.len(), json));
+        self.kept = None;
+        if let Some(keep) = self.keep {
+            // Written once per template: its statement answers the same names every time.
+            // A kept set that is not this statement's names is not used (nor replaced).
+            let json_outputs = self.json_outputs;
+            let kept = keep.get_or_init(|| written_names(names.clone(), json_outputs));
+            if kept.are(names.clone()) {
+                self.kept = Some(kept);
+                return;
+            }
         }
+        self.own = written_names(names, self.json_outputs);
     }
 
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), SinkError> {
         self.rows += 1;
+        let names = self.kept.unwrap_or(&self.own);
+        let lengths = names.columns.iter().scan(0, |start, &(end, _, _)| {
+            let len = end - *start;
+            *start = end;
+            Some(len)
+        });
         // Measured before anything is copied: a cell past the budget is never buffered.
-        let size = row_bytes(cells, self.columns.iter().map(|&(_, len, _)| len));
+        let size = row_bytes(cells, lengths);
         if self.rows > self.max_rows || self.bytes.saturating_add(size) > self.max_bytes {
             self.over_budget = true;
             return Err(SinkError::Closed);
@@ -109,8 +139,8 @@ impl RowSink for ObjectSink<'_> {
             out.extend_from_slice(b":{");
             let mut start = 0;
             let mut first = true;
-            for (cell, &(end, _, json)) in cells.iter().zip(&self.columns) {
-                let name = &self.names[start..end];
+            for (cell, &(_, end, json)) in cells.iter().zip(&names.columns) {
+                let name = &names.written[start..end];
                 start = end;
                 if matches!(cell, Cell::Null) {
                     continue;
@@ -188,7 +218,7 @@ mod tests {
             Cell::Decimal("157782.61".into()),
         ];
         let json = vec!["tags".to_string()];
-        let mut sink = ObjectSink::new("User:u", &json, 10, 1 << 20);
+        let mut sink = ObjectSink::new("User:u", &json, None, 10, 1 << 20);
         sink.columns(names.iter().copied());
         sink.row(&cells).expect("row");
         let got = sink.finish(7);
@@ -198,14 +228,66 @@ mod tests {
         );
     }
 
+    fn strs(names: &[String]) -> Vec<&str> {
+        names.iter().map(String::as_str).collect()
+    }
+
+    /// One lookup's answer through a sink whose names are kept in `keep`.
+    fn through(
+        keep: &OnceLock<WrittenNames>,
+        names: &[String],
+        cells: &[Cell<'_>],
+        json: &[String],
+    ) -> String {
+        let mut sink = ObjectSink::new("T", json, Some(keep), 10, 1 << 20);
+        sink.columns(names.iter().map(String::as_str));
+        sink.row(cells).expect("row");
+        String::from_utf8(sink.finish(7).to_vec()).expect("utf8")
+    }
+
+    proptest::proptest! {
+        /// Names kept written with a template answer as names written for each lookup do,
+        /// whatever they hold (quotes, backslashes, control characters, any Unicode), and a
+        /// statement answering other names than those kept is written with its own.
+        #[test]
+        fn kept_names_answer_as_names_written_afresh(
+            names in proptest::collection::btree_set("(?s).{0,12}", 1..6),
+            other in proptest::collection::btree_set("(?s).{0,12}", 1..6),
+            json_at in proptest::collection::vec(proptest::bool::ANY, 6),
+        ) {
+            // A statement's output names are distinct.
+            let names: Vec<String> = names.into_iter().rev().collect();
+            let other: Vec<String> = other.into_iter().collect();
+            let json: Vec<String> = names
+                .iter()
+                .zip(&json_at)
+                .filter(|(_, j)| **j)
+                .map(|(n, _)| n.clone())
+                .collect();
+            let row = |names: &[String]| -> Vec<Cell<'static>> {
+                (0..names.len()).map(|i| Cell::Text(format!("[{i}, \"{i}\"]").into())).collect()
+            };
+            let keep = OnceLock::new();
+            for _ in 0..2 {
+                let cells = row(&names);
+                let fresh = buffered("T", &strs(&names), &cells, &json);
+                proptest::prop_assert_eq!(through(&keep, &names, &cells, &json), fresh);
+            }
+            let cells = row(&other);
+            let fresh = buffered("T", &strs(&other), &cells, &json);
+            proptest::prop_assert_eq!(through(&keep, &other, &cells, &json), fresh);
+            proptest::prop_assert_eq!(keep.get(), Some(&written_names(names.iter().map(String::as_str), &json)));
+        }
+    }
+
     #[test]
     fn no_row_is_the_bare_envelope_and_the_budget_holds() {
-        let sink = ObjectSink::new("User", &[], 10, 1 << 20);
+        let sink = ObjectSink::new("User", &[], None, 10, 1 << 20);
         assert_eq!(
             &sink.finish(7)[..],
             br#"{"ok":true,"code":200,"msg":"success","time":7}"#
         );
-        let mut sink = ObjectSink::new("User", &[], 10, 8);
+        let mut sink = ObjectSink::new("User", &[], None, 10, 8);
         sink.columns(["name"].into_iter());
         assert!(sink.row(&[Cell::Text("longer than eight".into())]).is_err());
         assert!(sink.over_budget);

@@ -68,8 +68,9 @@ impl Key {
     /// The key of `plan` run with `values` for `visitor`, of whom `parts` decide the answer.
     ///
     /// Written so that no two different inputs give one key: the method ends at a NUL, the
-    /// shape (UTF-8) at 0xFF, which UTF-8 never holds, the values are one JSON array (its
-    /// end is its own), and each visitor part has a tag and a length.
+    /// shape (UTF-8) at 0xFF, which UTF-8 never holds, the values are counted and each has a
+    /// tag and a width or length ([`write_values`]), and each visitor part has a tag and a
+    /// length.
     pub fn of(
         plan: &ReadPlan,
         values: &[Json],
@@ -77,8 +78,12 @@ impl Key {
         parts: VisitorParts,
     ) -> Key {
         let shape = plan.shape().shape();
-        let mut out = Vec::with_capacity(shape.len() + 32 + 8 * values.len());
-        out.extend_from_slice(plan.method.name().as_bytes());
+        let visitor_len = visitor.map_or(0, |v| 9 + 9 + 8 * v.contacts.len());
+        let method = plan.method.name();
+        // Sized for what is written (a key grown or shrunk was reallocated on every lookup).
+        let mut out =
+            Vec::with_capacity(method.len() + 4 + shape.len() + values_len(values) + visitor_len);
+        out.extend_from_slice(method.as_bytes());
         out.push(0);
         out.push(visitor.is_some() as u8);
         out.push(match plan.mode {
@@ -89,8 +94,7 @@ impl Key {
         });
         out.extend_from_slice(shape.as_bytes());
         out.push(0xFF);
-        // A Vec<u8> writer cannot fail, and a JSON value always serializes.
-        let _ = serde_json::to_writer(&mut out, values);
+        write_values(values, &mut out);
         if let Some(v) = visitor {
             if parts.id {
                 out.push(b'i');
@@ -110,6 +114,59 @@ impl Key {
     fn bytes(&self) -> usize {
         self.0.len()
     }
+}
+
+/// `values` as a key holds them: their count, then each with a tag and its width or length,
+/// so that two lists give the same bytes only when they are equal. Not their JSON text: a
+/// lookup's values are mostly strings, which serde_json escapes a byte at a time, and writing
+/// them was a quarter of a hit's own work.
+fn write_values(values: &[Json], out: &mut Vec<u8>) {
+    let length = |out: &mut Vec<u8>, n: usize| out.extend_from_slice(&(n as u64).to_le_bytes());
+    length(out, values.len());
+    for v in values {
+        match v {
+            Json::Null => out.push(b'z'),
+            Json::Bool(b) => out.push(if *b { b't' } else { b'f' }),
+            Json::String(s) => {
+                out.push(b's');
+                length(out, s.len());
+                out.extend_from_slice(s.as_bytes());
+            }
+            Json::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    out.push(b'u');
+                    out.extend_from_slice(&u.to_le_bytes());
+                } else if let Some(i) = n.as_i64() {
+                    out.push(b'i');
+                    out.extend_from_slice(&i.to_le_bytes());
+                } else {
+                    let text = n.to_string();
+                    out.push(b'n');
+                    length(out, text.len());
+                    out.extend_from_slice(text.as_bytes());
+                }
+            }
+            Json::Array(_) | Json::Object(_) => {
+                // A Vec<u8> writer cannot fail, and a JSON value always serializes.
+                let text = serde_json::to_vec(v).unwrap_or_default();
+                out.push(b'j');
+                length(out, text.len());
+                out.extend_from_slice(&text);
+            }
+        }
+    }
+}
+
+/// How many bytes [`write_values`] writes for `values` (about, for numbers that are not
+/// integers and for lists and objects).
+fn values_len(values: &[Json]) -> usize {
+    let one = |v: &Json| match v {
+        Json::Null | Json::Bool(_) => 1,
+        Json::String(s) => 9 + s.len(),
+        Json::Number(n) if n.is_u64() || n.is_i64() => 9,
+        _ => 33,
+    };
+    8 + values.iter().map(one).sum::<usize>()
 }
 
 /// A kept answer.

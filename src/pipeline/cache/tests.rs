@@ -9,6 +9,65 @@ fn a_kept_body_is_cut_before_its_time() {
     assert_eq!(head_of(br#"{"a":"\"time\":1}"#), None);
 }
 
+/// Two lists of values are written alike only when they are equal: every list of up to two
+/// of some values that look alike in other spellings (numbers of each kind, strings that
+/// hold JSON, lengths that could run into the next value).
+#[test]
+fn values_are_written_alike_only_when_equal() {
+    let one: Vec<Json> = [
+        "null",
+        "true",
+        "false",
+        "0",
+        "1",
+        "-1",
+        "1.0",
+        "1.5",
+        "1e2",
+        "100",
+        "18446744073709551615",
+        "-9223372036854775808",
+        "9223372036854775808",
+        "\"\"",
+        "\"1\"",
+        "\"true\"",
+        "\"null\"",
+        "\"a\"",
+        "\"a\\u0000\"",
+        "\"\\\"\"",
+        "\"\\u0001\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000\\u0000s\"",
+        "\"é\"",
+        "[]",
+        "[1]",
+        "[\"1\"]",
+        "[1,2]",
+        "[[1],2]",
+        "{}",
+        "{\"a\":1}",
+        "{\"a\":\"1\"}",
+        "{\"b\":1,\"a\":2}",
+    ]
+    .iter()
+    .map(|t| serde_json::from_str(t).expect("json"))
+    .collect();
+    let mut lists: Vec<Vec<Json>> = vec![vec![]];
+    for a in &one {
+        lists.push(vec![a.clone()]);
+        for b in &one {
+            lists.push(vec![a.clone(), b.clone()]);
+        }
+    }
+    let mut seen: HashMap<Vec<u8>, &Vec<Json>> = HashMap::new();
+    for list in &lists {
+        let mut out = Vec::new();
+        write_values(list, &mut out);
+        if let Some(before) = seen.insert(out, list) {
+            assert_eq!(before, list, "two lists written alike");
+        }
+    }
+    assert_eq!(seen.len(), lists.len());
+}
+
 fn cache(bytes: usize, ttl: Option<Duration>) -> Arc<AnswerCache<u64>> {
     let ttl = ttl.map(|t| t.as_millis() as u64);
     let c = AnswerCache::new(bytes, true, ttl, Duration::from_secs(10), Arc::default())

@@ -202,6 +202,9 @@ fn cause(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// How many columns' kinds a statement keeps in place.
+const FEW_COLUMNS: usize = 32;
+
 /// Runs a statement on `client`, feeding every row to `sink`.
 async fn fetch_on<S: RowSink>(
     client: &Object,
@@ -213,15 +216,23 @@ async fn fetch_on<S: RowSink>(
         .prepare_kept(&stmt.sql, longest_kept)
         .await
         .map_err(db_error)?;
-    let kinds: Vec<PgKind> = prepared
-        .columns()
-        .iter()
-        .map(|c| PgKind::of(c.type_()))
-        .collect();
-    sink.columns(prepared.columns().iter().map(|c| c.name()));
-    let params: Vec<PgParam<'_>> = stmt.binds.iter().map(PgParam).collect();
+    // The kinds of a statement's columns, in place when they are few (a lookup's are): a
+    // vector of them, and one of the binds, were two allocations per statement.
+    let columns = prepared.columns();
+    let mut few = [PgKind::Text; FEW_COLUMNS];
+    let many: Vec<PgKind>;
+    let kinds: &[PgKind] = if columns.len() <= FEW_COLUMNS {
+        for (kind, column) in few.iter_mut().zip(columns) {
+            *kind = PgKind::of(column.type_());
+        }
+        &few[..columns.len()]
+    } else {
+        many = columns.iter().map(|c| PgKind::of(c.type_())).collect();
+        &many
+    };
+    sink.columns(columns.iter().map(|c| c.name()));
     let rows = client
-        .query_raw(&prepared, params.iter())
+        .query_raw(&prepared, stmt.binds.iter().map(PgParam))
         .await
         .map_err(db_error)?;
     pin_mut!(rows);

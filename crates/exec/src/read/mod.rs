@@ -86,11 +86,13 @@ async fn run_on<'p, S: AnswerSink<'p>>(
             let Some((key, object)) = plan.point() else {
                 return Err(invalid_mode());
             };
+            let template = accepting(object.template.as_ref(), env);
             sink.open(Form::Object {
                 key,
                 json_outputs: &object.table.json_outputs,
+                names: template.map(|t| &t.names),
             });
-            let stmt = match written(object.template.as_ref(), env) {
+            let stmt = match template.map(|t| written(t, env)) {
                 Some(stmt) => stmt,
                 None => {
                     let Some(mut select) = object.table.select(env.values, &mut |_| None)? else {
@@ -113,7 +115,7 @@ async fn run_on<'p, S: AnswerSink<'p>>(
                 wrap,
                 json_outputs: &list.json_outputs,
             });
-            let stmt = match written(list.template.as_ref(), env) {
+            let stmt = match accepting(list.template.as_ref(), env).map(|t| written(t, env)) {
                 Some(stmt) => stmt,
                 None => {
                     let Some(mut select) = list.select(env.values, &mut |_| None)? else {
@@ -155,18 +157,22 @@ async fn run_on<'p, S: AnswerSink<'p>>(
     }
 }
 
-/// The statement of `template` with the request's values, when it takes them: its text is
+/// `template`, when it takes the request's values.
+fn accepting<'t>(template: Option<&'t Template>, env: &ReadEnv<'_>) -> Option<&'t Template> {
+    template.filter(|t| t.accepts(env.values))
+}
+
+/// The statement of `template` (which [`accepting`] the request's values): its text is
 /// written the first time and kept with the plan.
-fn written(template: Option<&Template>, env: &ReadEnv<'_>) -> Option<Statement> {
-    let template = template.filter(|t| t.accepts(env.values))?;
+fn written(template: &Template, env: &ReadEnv<'_>) -> Statement {
     let text = template
         .text
         .get_or_init(|| render_template(env.dialect, &template.select));
-    Some(Statement {
+    Statement {
         sql: text.sql.clone(),
         binds: Template::binds(text, env.values),
         bounded: template.bounded,
-    })
+    }
 }
 
 fn invalid_mode() -> ExecError {

@@ -45,6 +45,7 @@ pub async fn run_multiplexed<'p, S: AnswerSink<'p>>(
         MultiplexForm::Object { key } => Form::Object {
             key,
             json_outputs: &plan.json_outputs,
+            names: None,
         },
         MultiplexForm::List { key, wrap } => Form::List {
             key,

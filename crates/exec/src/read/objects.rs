@@ -1,7 +1,7 @@
 //! Containers and objects in request order: the members of each, the row of each object and
 //! what runs on it.
 
-use super::{join, written, BoxFuture, Reader, Site};
+use super::{accepting, join, written, BoxFuture, Reader, Site};
 use crate::functions;
 use crate::ExecError;
 use apijet_plan::read::{ContainerPlan, MemberPlan, ObjectPlan};
@@ -119,7 +119,9 @@ impl<'a> Reader<'a> {
         container: &str,
     ) -> Result<Option<(Json, bool)>, ExecError> {
         let table = &plan.table;
-        if let Some(stmt) = written(plan.template.as_ref(), self.env) {
+        if let Some(stmt) =
+            accepting(plan.template.as_ref(), self.env).map(|t| written(t, self.env))
+        {
             return self.row_object(plan, &stmt, obj_path).await;
         }
         let Some(mut select) = self.bind(plan, container)? else {

@@ -45,6 +45,7 @@ impl TablePlan {
             select,
             checks,
             text: Default::default(),
+            names: Default::default(),
         })
     }
 
