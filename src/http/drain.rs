@@ -17,6 +17,10 @@ use std::time::Duration;
 pub struct Drain {
     grace: Duration,
     draining: AtomicBool,
+    /// Listening since the server was made, before it answers anything: a signal sent as
+    /// soon as it answers is heard, never met by the default action (the process killed) nor
+    /// lost between two waits.
+    signals: tokio::sync::Mutex<Signals>,
 }
 
 /// The signals that stop the server.
@@ -29,10 +33,12 @@ enum Stop {
 }
 
 impl Drain {
+    /// Starts listening for the signals; within a Tokio runtime.
     pub fn new(grace: Duration) -> Drain {
         Drain {
             grace,
             draining: AtomicBool::new(false),
+            signals: tokio::sync::Mutex::new(Signals::listen()),
         }
     }
 
@@ -45,7 +51,8 @@ impl Drain {
     /// followed by the grace period (cut short by another signal), during which
     /// [`Drain::is_draining`] holds.
     pub async fn stop_requested(&self) {
-        if stop_signal().await == Stop::Interrupt || self.grace.is_zero() {
+        let mut signals = self.signals.lock().await;
+        if signals.next().await == Stop::Interrupt || self.grace.is_zero() {
             return;
         }
         self.draining.store(true, Ordering::Relaxed);
@@ -55,31 +62,48 @@ impl Drain {
         );
         tokio::select! {
             () = tokio::time::sleep(self.grace) => {}
-            _ = stop_signal() => {}
+            _ = signals.next() => {}
         }
     }
 }
 
-/// Resolves on SIGTERM or SIGINT, saying which.
-async fn stop_signal() -> Stop {
+/// SIGTERM and SIGINT, as they arrive.
+#[derive(Debug)]
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = tokio::signal::ctrl_c().await;
-                return Stop::Interrupt;
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => Stop::Term,
-            _ = tokio::signal::ctrl_c() => Stop::Interrupt,
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn listen() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let streams = match (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("cannot listen for SIGTERM and SIGINT: {e}");
+                    None
+                }
+            };
+            Signals { streams }
         }
+        #[cfg(not(unix))]
+        Signals {}
     }
-    #[cfg(not(unix))]
-    {
+
+    /// The next SIGTERM or SIGINT, saying which.
+    async fn next(&mut self) -> Stop {
+        #[cfg(unix)]
+        if let Some((term, int)) = &mut self.streams {
+            return tokio::select! {
+                _ = term.recv() => Stop::Term,
+                _ = int.recv() => Stop::Interrupt,
+            };
+        }
         let _ = tokio::signal::ctrl_c().await;
         Stop::Interrupt
     }
