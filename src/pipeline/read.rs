@@ -40,21 +40,16 @@ impl Pipeline {
         (primary, origin): (bool, Origin),
         facts: &mut Facts,
     ) -> Result<Answer, ApiError> {
-        let ReadAction {
-            plan,
-            values,
-            options,
-        } = read;
         facts.cache = Some(CacheOutcome::Miss.as_str());
         let kept = match &self.answers {
             // Budgets of its own answer differently; a refetch where other programs' writes
             // are not heard (no triggers) is what finds them.
             Some(answers)
-                if options.is_none()
+                if read.options.is_none()
                     && (origin != Origin::Refetch || self.reach.borrow().programs) =>
             {
-                answers.wanted(&plan, values).map(|parts| {
-                    let key = Key::of(&plan, values, client.visitor.as_ref(), parts);
+                answers.wanted(&read.plan, read.values).map(|parts| {
+                    let key = Key::of(&read.plan, read.values, client.visitor.as_ref(), parts);
                     (answers, key, self.changes.stamp())
                 })
             }
@@ -64,7 +59,7 @@ impl Pipeline {
         // meanwhile wait for its answer to be kept (their admission held, as for any read).
         let mut leading = None;
         if let Some((answers, key, _)) = &kept {
-            let deps = plan.dependencies();
+            let deps = read.plan.dependencies();
             // While writes elsewhere cannot be heard, nothing kept is given.
             let moved =
                 |at| self.changes.is_deaf() || self.changes.moved_since(at, |t| deps.depends_on(t));
@@ -78,11 +73,6 @@ impl Pipeline {
         }
         // Boxed here, after a hit was answered: the future of a fresh read is large (the
         // statement's), and a hit made and moved its room too when the whole read was boxed.
-        let read = ReadAction {
-            plan,
-            values,
-            options,
-        };
         Box::pin(self.fresh(read, client, admitted, primary, (kept, leading), facts)).await
     }
 
