@@ -624,3 +624,18 @@ fn table<'de, A: MapAccess<'de>>(
     }
     Ok(TableObject { key, entries })
 }
+
+impl Request {
+    /// Classifies every key of a parsed body.
+    pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
+        from_map(map)
+    }
+}
+
+impl TableObject {
+    /// Classifies the keys of a table object given on its own (e.g. the ON object of `join`'s
+    /// object form, planned on the joined table).
+    pub fn from_map(key: TableKey, map: Map<String, Value>) -> Result<TableObject, RequestError> {
+        table_from_map(key, map)
+    }
+}

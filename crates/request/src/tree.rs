@@ -6,8 +6,7 @@
 //! a table or column exists is not known here; that is the planner's question.
 
 use crate::key::{ArrayKey, ConditionKey, TableKey};
-use crate::RequestError;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A JSON object whose members are parsed in request order: the root, or an array item.
 #[derive(Debug, Clone, Default)]
@@ -166,22 +165,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// Classifies every key of a parsed body.
-    pub fn from_map(map: Map<String, Value>) -> Result<Request, RequestError> {
-        crate::classify::from_map(map)
-    }
-
     /// The value of a root `@keyword`.
     pub fn global(&self, name: &str) -> Option<&Value> {
         self.globals.iter().find(|(k, _)| k == name).map(|(_, v)| v)
-    }
-}
-
-impl TableObject {
-    /// Classifies the keys of a table object given on its own (e.g. the ON object of `join`'s
-    /// object form, planned on the joined table).
-    pub fn from_map(key: TableKey, map: Map<String, Value>) -> Result<TableObject, RequestError> {
-        crate::classify::table_from_map(key, map)
     }
 }
 
