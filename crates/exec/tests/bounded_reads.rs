@@ -28,7 +28,10 @@ fn database() -> &'static (Backend, SchemaCache) {
     static DB: std::sync::OnceLock<(Backend, SchemaCache)> = std::sync::OnceLock::new();
     DB.get_or_init(|| {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
-        let dir = std::env::temp_dir().join(format!("apijet-bounded-{}", std::process::id()));
+        // Under cargo's folder for integration tests, not the system's: the database lives as
+        // long as the test process, which has no moment to remove it.
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("apijet-bounded-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join("b.db");
