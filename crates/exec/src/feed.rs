@@ -293,21 +293,6 @@ fn trigger_name(op: char, table: &str) -> String {
     format!("{CHANGE_TABLE}_{op}_{hash:016x}")
 }
 
-/// `text` as a string literal of `engine` (MariaDB also reads backslashes as escapes).
-fn literal(engine: Engine, text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("''"),
-            '\\' if engine == Engine::MySql => out.push_str("\\\\"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
-}
-
 /// The change table and the row triggers on `tables` that move their generations (or the
 /// statements that drop them). Each is idempotent: the table and its rows are made when
 /// missing, and each trigger is dropped before it is made.
@@ -334,7 +319,7 @@ fn table_triggers(backend: &Backend, tables: &[String], action: Triggers) -> Vec
         for t in tables {
             out.push(format!(
                 "{insert} INTO {CHANGE_TABLE} (table_name, generation) VALUES ({}, 0)",
-                literal(engine, t)
+                dialect.string_literal(t)
             ));
         }
     }
@@ -345,7 +330,7 @@ fn table_triggers(backend: &Backend, tables: &[String], action: Triggers) -> Vec
             if action == Triggers::Install {
                 let bump = format!(
                     "UPDATE {CHANGE_TABLE} SET generation = generation + 1 WHERE table_name = {}",
-                    literal(engine, t)
+                    dialect.string_literal(t)
                 );
                 out.push(match engine {
                     Engine::Sqlite => format!(

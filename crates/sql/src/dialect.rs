@@ -18,6 +18,12 @@ pub trait Dialect: Send + Sync {
         out
     }
 
+    /// `text` as a string literal, for statements written once by the server itself (DDL),
+    /// never for a client's values, which are bound.
+    fn string_literal(&self, text: &str) -> String {
+        format!("'{}'", text.replace('\'', "''"))
+    }
+
     /// Writes a table of the values of a list bound as one JSON array text (bind number
     /// `n`): a derived table with the columns [`LIST_KEY`] (each value's position, from 0) and
     /// [`LIST_VALUE`] (the value, of `kind`, typed as a column of `compared` where the values
@@ -430,6 +436,11 @@ impl Dialect for Postgres {
 }
 
 impl Dialect for MySql {
+    /// MariaDB and MySQL also read backslashes as escapes in a literal.
+    fn string_literal(&self, text: &str) -> String {
+        format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
+    }
+
     fn listed_values(
         &self,
         n: usize,
@@ -518,5 +529,27 @@ impl Dialect for MySql {
             CastType::Decimal => "DECIMAL(65,10)",
             CastType::Text => "CHAR",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_string_literal_reads_back_as_its_text_on_every_engine() {
+        let text = r"it's a\b'\";
+        assert_eq!(
+            dialect_for(Engine::Sqlite, false).string_literal(text),
+            r"'it''s a\b''\'"
+        );
+        assert_eq!(
+            dialect_for(Engine::Postgres, false).string_literal(text),
+            r"'it''s a\b''\'"
+        );
+        assert_eq!(
+            dialect_for(Engine::MySql, true).string_literal(text),
+            r"'it''s a\\b''\\'"
+        );
     }
 }
